@@ -1,0 +1,107 @@
+//! Minimal JSON output for the CLI's line-oriented results.
+
+use std::fmt::Write;
+
+use simstore::{Match, Stats, VerifyReport};
+
+/// A JSON string literal.
+pub fn string(s: &str) -> String {
+    let mut out = String::with_capacity(s.len() + 2);
+    out.push('"');
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            c if (c as u32) < 0x20 => {
+                let _ = write!(out, "\\u{:04x}", c as u32);
+            }
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
+}
+
+fn list<T>(items: &[T], f: impl Fn(&T) -> String) -> String {
+    let parts: Vec<String> = items.iter().map(f).collect();
+    format!("[{}]", parts.join(","))
+}
+
+/// One query's result line.
+pub fn query_result(query: u64, matches: &[Match]) -> String {
+    let m = list(matches, |m| {
+        format!(
+            "{{\"fingerprint\":\"{:016x}\",\"distance\":{},\"ids\":{}}}",
+            m.fingerprint,
+            m.distance,
+            list(&m.ids, u64::to_string)
+        )
+    });
+    format!("{{\"query\":\"{query:016x}\",\"matches\":{m}}}")
+}
+
+/// The `stats` object.
+pub fn stats(s: &Stats) -> String {
+    format!(
+        concat!(
+            "{{\"fingerprints\":{},\"ids\":{},\"tables\":{},\"max_distance\":{},\"blocks\":{},",
+            "\"pending\":{},\"tombstones\":{},\"bytes_on_disk\":{},\"table_bytes\":{},",
+            "\"prefix_bits\":{},\"plan_blocks\":{},\"expected_size\":{},\"compaction_error\":{}}}"
+        ),
+        s.fingerprints,
+        s.ids,
+        s.tables,
+        s.max_distance,
+        s.blocks,
+        s.pending,
+        s.tombstones,
+        s.bytes_on_disk,
+        s.table_bytes,
+        list(&s.prefix_bits, u8::to_string),
+        s.plan_blocks,
+        s.expected_size,
+        s.compaction_error
+            .as_deref()
+            .map_or("null".to_string(), string),
+    )
+}
+
+/// The `verify` report.
+pub fn verify(r: &VerifyReport) -> String {
+    format!(
+        "{{\"ok\":{},\"tables\":{},\"blocks\":{},\"fingerprints\":{},\"problems\":{}}}",
+        r.ok(),
+        r.tables,
+        r.blocks,
+        r.fingerprints,
+        list(&r.problems, |p| string(p))
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn escapes() {
+        assert_eq!(super::string("a\"b\\c\n\u{1}"), "\"a\\\"b\\\\c\\n\\u0001\"");
+    }
+
+    #[test]
+    fn query_line_shape() {
+        let m = simstore::Match {
+            fingerprint: 255,
+            distance: 2,
+            ids: vec![1, 7],
+        };
+        assert_eq!(
+            super::query_result(1, &[m]),
+            r#"{"query":"0000000000000001","matches":[{"fingerprint":"00000000000000ff","distance":2,"ids":[1,7]}]}"#
+        );
+        assert_eq!(
+            super::query_result(0, &[]),
+            r#"{"query":"0000000000000000","matches":[]}"#
+        );
+    }
+}

@@ -1,0 +1,263 @@
+//! Command-line interface. The commands, their flags, input lines and
+//! output formats are a stable contract: change them only by adding.
+
+mod demo;
+mod exit;
+mod input;
+mod json;
+mod stream;
+
+use std::io::{self, Write};
+use std::path::PathBuf;
+
+use clap::{Parser, Subcommand};
+use simstore::{Durability, Error, Op, Options, Store};
+
+use stream::{Batcher, Failure};
+
+#[derive(Parser)]
+#[command(name = "simstore", version, about = "A persistent store for 64-bit simhash fingerprints", after_help = exit::HELP)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Create a store in DIR (which must be absent or empty).
+    Create {
+        /// Store directory.
+        dir: PathBuf,
+        /// Largest Hamming distance queries may ask for.
+        #[arg(long, default_value_t = simstore::store::DEFAULT_MAX_DISTANCE)]
+        max_distance: u8,
+        /// Expected number of fingerprints (chooses the table plan).
+        #[arg(long, default_value_t = simstore::store::DEFAULT_EXPECTED_SIZE)]
+        expected_size: u64,
+        /// Exact number of tables, overriding the planner.
+        #[arg(long)]
+        tables: Option<u32>,
+        /// Block size in bytes (testing only).
+        #[arg(long, hide = true)]
+        block_size: Option<usize>,
+    },
+    /// Add fingerprints: reads lines `FP [ID]` from standard input.
+    Add {
+        /// Store directory.
+        dir: PathBuf,
+        /// sync: fsync before acknowledging; buffered: survive a killed process only.
+        #[arg(long, default_value = "sync")]
+        durability: Durability,
+        /// Print `acked N` after each durable commit (N = lines committed so far).
+        #[arg(long)]
+        ack: bool,
+    },
+    /// Delete: reads lines `FP [ID]`; without ID the fingerprint goes with all its ids.
+    Delete {
+        /// Store directory.
+        dir: PathBuf,
+        /// As for `add`.
+        #[arg(long, default_value = "sync")]
+        durability: Durability,
+        /// Print `acked N` after each durable commit.
+        #[arg(long)]
+        ack: bool,
+    },
+    /// Query: reads lines `FP`, prints one JSON object per line, in order.
+    Query {
+        /// Store directory.
+        dir: PathBuf,
+        /// Distance to search (default: the store's maximum).
+        #[arg(long)]
+        max_distance: Option<u32>,
+        /// Report at most one match per query, stopping at the first found.
+        #[arg(long)]
+        first: bool,
+        /// Read all input first and answer through the batch path.
+        #[arg(long, conflicts_with = "first")]
+        batch: bool,
+    },
+    /// Merge pending fingerprints into the compressed tables now.
+    Compact {
+        /// Store directory.
+        dir: PathBuf,
+    },
+    /// Print counts and sizes as JSON.
+    Stats {
+        /// Store directory.
+        dir: PathBuf,
+    },
+    /// Check every block and record; exit 0 only when all is sound.
+    Verify {
+        /// Store directory.
+        dir: PathBuf,
+    },
+    /// Create a store in a temporary directory, ingest a synthetic
+    /// collection with near-duplicates, query it and report.
+    Demo {
+        /// Number of fingerprints to ingest.
+        #[arg(long, default_value_t = 1_000_000)]
+        size: usize,
+        /// Number of queries.
+        #[arg(long, default_value_t = 100_000)]
+        queries: usize,
+    },
+}
+
+/// Runs the CLI; returns the process exit code.
+pub fn run() -> i32 {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            let _ = e.print();
+            return if e.use_stderr() {
+                exit::USAGE
+            } else {
+                exit::OK
+            };
+        }
+    };
+    match dispatch(cli.command) {
+        Ok(()) => exit::OK,
+        Err(Failure::Store(e)) => {
+            eprintln!("simstore: {e}");
+            exit::for_error(&e)
+        }
+        Err(Failure::Input { line, message }) => {
+            eprintln!("simstore: line {line}: {message}");
+            exit::INPUT
+        }
+        Err(Failure::Io(e)) => {
+            if e.kind() == io::ErrorKind::BrokenPipe {
+                return exit::OK;
+            }
+            eprintln!("simstore: {e}");
+            exit::FAILURE
+        }
+        Err(Failure::Verify) => exit::CORRUPT,
+    }
+}
+
+fn open(dir: &PathBuf, durability: Durability) -> Result<Store, Failure> {
+    Ok(Store::open(dir, &Options::new().durability(durability))?)
+}
+
+fn dispatch(command: Command) -> Result<(), Failure> {
+    let stdout = io::stdout();
+    match command {
+        Command::Create {
+            dir,
+            max_distance,
+            expected_size,
+            tables,
+            block_size,
+        } => {
+            let mut o = Options::new()
+                .max_distance(max_distance)
+                .expected_size(expected_size);
+            if let Some(t) = tables {
+                o = o.tables(t);
+            }
+            if let Some(b) = block_size {
+                o = o.block_size(b);
+            }
+            let store = Store::create(&dir, &o)?;
+            writeln!(stdout.lock(), "{}", json::stats(&store.stats()))?;
+        }
+        Command::Add {
+            dir,
+            durability,
+            ack,
+        } => {
+            let store = open(&dir, durability)?;
+            let mut out = stdout.lock();
+            Batcher::new(&store, ack).run(io::stdin().lock(), &mut out, |fp, id| {
+                Ok(Op::Insert {
+                    fingerprint: fp,
+                    id,
+                })
+            })?;
+        }
+        Command::Delete {
+            dir,
+            durability,
+            ack,
+        } => {
+            let store = open(&dir, durability)?;
+            let mut out = stdout.lock();
+            Batcher::new(&store, ack).run(io::stdin().lock(), &mut out, |fp, id| {
+                Ok(match id {
+                    Some(id) => Op::Delete {
+                        fingerprint: fp,
+                        id,
+                    },
+                    None => Op::DeleteFingerprint { fingerprint: fp },
+                })
+            })?;
+        }
+        Command::Query {
+            dir,
+            max_distance,
+            first,
+            batch,
+        } => {
+            let store = open(&dir, Durability::Buffered)?;
+            let k = max_distance.unwrap_or(u32::from(store.max_distance()));
+            if k > u32::from(store.max_distance()) {
+                return Err(Error::DistanceTooLarge {
+                    asked: k,
+                    supported: store.max_distance(),
+                }
+                .into());
+            }
+            stream::query(
+                &store,
+                io::stdin().lock(),
+                &mut stdout.lock(),
+                k,
+                first,
+                batch,
+            )?;
+        }
+        Command::Compact { dir } => {
+            let store = open(&dir, Durability::Sync)?;
+            let r = store.compact()?;
+            writeln!(
+                stdout.lock(),
+                "{{\"merged\":{},\"removed\":{},\"blocks_replaced\":{},\"blocks_written\":{}}}",
+                r.merged,
+                r.removed,
+                r.blocks_replaced,
+                r.blocks_written
+            )?;
+        }
+        Command::Stats { dir } => {
+            let store = open(&dir, Durability::Sync)?;
+            writeln!(stdout.lock(), "{}", json::stats(&store.stats()))?;
+        }
+        Command::Verify { dir } => {
+            let store = match open(&dir, Durability::Sync) {
+                Ok(s) => s,
+                Err(Failure::Store(e)) if e.is_corruption() => {
+                    let report = simstore::VerifyReport {
+                        problems: vec![e.to_string()],
+                        ..Default::default()
+                    };
+                    writeln!(stdout.lock(), "{}", json::verify(&report))?;
+                    return Err(Failure::Verify);
+                }
+                Err(e) => return Err(e),
+            };
+            let report = store.verify()?;
+            writeln!(stdout.lock(), "{}", json::verify(&report))?;
+            if !report.ok() {
+                for p in &report.problems {
+                    eprintln!("simstore: verify: {p}");
+                }
+                return Err(Failure::Verify);
+            }
+        }
+        Command::Demo { size, queries } => demo::run(size, queries, &mut stdout.lock())?,
+    }
+    Ok(())
+}

@@ -1,0 +1,172 @@
+//! Line-at-a-time processing of standard input for `add`, `delete` and
+//! `query`, committing and flushing whenever no more input is waiting so
+//! that interactive drivers see acknowledgements and answers promptly.
+
+use std::io::{self, BufRead, BufReader, Read, Write};
+
+use simstore::{Error, Op, Store};
+
+use super::input::parse_record;
+use super::json;
+
+/// Most lines committed in one batch.
+const MAX_BATCH: usize = 10_000;
+/// Queries answered per batch call with `--batch`.
+const QUERY_BATCH: usize = 1 << 20;
+
+/// Why a command failed.
+pub enum Failure {
+    /// A library error.
+    Store(Error),
+    /// A malformed input line.
+    Input {
+        /// 1-based line number.
+        line: usize,
+        /// What is wrong with it.
+        message: String,
+    },
+    /// Reading input or writing output failed.
+    Io(io::Error),
+    /// `verify` found problems (already reported).
+    Verify,
+}
+
+impl From<Error> for Failure {
+    fn from(e: Error) -> Self {
+        Self::Store(e)
+    }
+}
+
+impl From<io::Error> for Failure {
+    fn from(e: io::Error) -> Self {
+        Self::Io(e)
+    }
+}
+
+/// Reads lines, parsing each with `parse`, and hands them to `sink`
+/// together with whether more input is already buffered.
+fn for_each_line<T>(
+    input: impl Read,
+    parse: impl Fn(&str) -> Result<Option<T>, String>,
+    mut sink: impl FnMut(usize, Option<T>, bool) -> Result<(), Failure>,
+) -> Result<(), Failure> {
+    let mut reader = BufReader::with_capacity(1 << 16, input);
+    let mut buf = Vec::new();
+    let mut line = 0usize;
+    loop {
+        buf.clear();
+        if reader.read_until(b'\n', &mut buf)? == 0 {
+            return Ok(());
+        }
+        line += 1;
+        let parsed = std::str::from_utf8(&buf)
+            .map_err(|_| "line is not valid UTF-8".to_string())
+            .and_then(|s| parse(s.trim_end_matches(['\n', '\r'])));
+        match parsed {
+            Ok(item) => sink(line, item, !reader.buffer().is_empty())?,
+            Err(message) => return Err(Failure::Input { line, message }),
+        }
+    }
+}
+
+/// Commits input lines as store operations in batches.
+pub struct Batcher<'a> {
+    store: &'a Store,
+    ack: bool,
+    ops: Vec<Op>,
+    last_line: usize,
+}
+
+impl<'a> Batcher<'a> {
+    /// A batcher printing `acked N` after each commit when `ack` is set.
+    pub fn new(store: &'a Store, ack: bool) -> Self {
+        Self {
+            store,
+            ack,
+            ops: Vec::new(),
+            last_line: 0,
+        }
+    }
+
+    /// Processes every line; on a malformed line, commits the lines before
+    /// it and fails naming it.
+    pub fn run(
+        mut self,
+        input: impl Read,
+        out: &mut impl Write,
+        make: impl Fn(u64, Option<u64>) -> Result<Op, String>,
+    ) -> Result<(), Failure> {
+        let result = for_each_line(
+            input,
+            |s| parse_record(s, true),
+            |line, record, more| {
+                if let Some((fp, id)) = record {
+                    self.ops
+                        .push(make(fp, id).map_err(|message| Failure::Input { line, message })?);
+                }
+                self.last_line = line;
+                if self.ops.len() >= MAX_BATCH || (!more && !self.ops.is_empty()) {
+                    self.commit(out)?;
+                }
+                Ok(())
+            },
+        );
+        self.commit(out)?;
+        result
+    }
+
+    fn commit(&mut self, out: &mut impl Write) -> Result<(), Failure> {
+        if self.ops.is_empty() {
+            return Ok(());
+        }
+        self.store.apply(std::mem::take(&mut self.ops))?;
+        if self.ack {
+            writeln!(out, "acked {}", self.last_line)?;
+            out.flush()?;
+        }
+        Ok(())
+    }
+}
+
+/// Answers query lines, one JSON line each, in input order.
+pub fn query(
+    store: &Store,
+    input: impl Read,
+    out: &mut impl Write,
+    k: u32,
+    first: bool,
+    batch: bool,
+) -> Result<(), Failure> {
+    let parse = |s: &str| parse_record(s, false).map(|r| r.map(|(fp, _)| fp));
+    if batch {
+        let mut queries = Vec::new();
+        let read = for_each_line(input, parse, |_, fp, _| {
+            queries.extend(fp);
+            Ok(())
+        });
+        for chunk in queries.chunks(QUERY_BATCH) {
+            let results = store.query_batch(chunk, k)?;
+            for (q, matches) in chunk.iter().zip(&results) {
+                writeln!(out, "{}", json::query_result(*q, matches))?;
+            }
+        }
+        out.flush()?;
+        return read;
+    }
+    let result = for_each_line(input, parse, |_, fp, more| {
+        if let Some(fp) = fp {
+            let matches = if first {
+                store.query_first(fp, k)?.into_iter().collect()
+            } else {
+                store.query(fp, k)?
+            };
+            writeln!(out, "{}", json::query_result(fp, &matches))?;
+        }
+        if !more {
+            out.flush()?;
+        }
+        Ok(())
+    });
+    out.flush()?;
+    result
+}

@@ -1,0 +1,168 @@
+//! The manifest: the store's creation options and its complete table plan.
+//!
+//! ```text
+//! | magic "SIMSTORE" 8 | version u16 BE | max_distance u8 | blocks u8 | tables u8 |
+//! | block_size u16 BE | expected_size u64 BE |
+//! | per table: prefix_bits u8 | source [u8; 64] | ... | crc32 u32 BE |
+//! ```
+
+use zerocopy::byteorder::{BigEndian, U16, U64};
+use zerocopy::{FromBytes, Immutable, IntoBytes, KnownLayout, Unaligned};
+
+use super::{checked_body, seal, FORMAT_VERSION};
+use crate::plan::{Permutation, Plan};
+
+/// The manifest's magic bytes.
+pub const MAGIC: [u8; 8] = *b"SIMSTORE";
+
+/// The fixed part of the manifest.
+#[derive(Debug, Clone, Copy, FromBytes, IntoBytes, KnownLayout, Immutable, Unaligned)]
+#[repr(C)]
+pub struct ManifestHeader {
+    /// [`MAGIC`].
+    pub magic: [u8; 8],
+    /// Store format version.
+    pub version: U16<BigEndian>,
+    /// The maximum distance `k` the tables answer.
+    pub max_distance: u8,
+    /// The number of blocks `r` the 64 bits are split into.
+    pub blocks: u8,
+    /// The number of tables, `C(r, k)`.
+    pub tables: u8,
+    /// The largest encoded block, in bytes (1024 unless set for tests).
+    pub block_size: U16<BigEndian>,
+    /// The expected collection size the planner was given.
+    pub expected_size: U64<BigEndian>,
+}
+
+/// One table's entry: prefix width then the 64-byte bit map.
+const TABLE_ENTRY_LEN: usize = 65;
+
+/// The decoded manifest.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Manifest {
+    /// The table plan.
+    pub plan: Plan,
+    /// The largest encoded block, in bytes.
+    pub block_size: u16,
+    /// The expected collection size the planner was given.
+    pub expected_size: u64,
+}
+
+/// Why a manifest could not be read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ManifestError {
+    /// Bytes fail a structural or checksum check.
+    Corrupt(String),
+    /// A format version this build does not read.
+    Version(u16),
+}
+
+impl Manifest {
+    /// Encodes the manifest.
+    pub fn encode(&self) -> Vec<u8> {
+        let plan = &self.plan;
+        let header = ManifestHeader {
+            magic: MAGIC,
+            version: FORMAT_VERSION.into(),
+            max_distance: plan.max_distance(),
+            blocks: plan.blocks(),
+            tables: plan.tables().len() as u8,
+            block_size: self.block_size.into(),
+            expected_size: self.expected_size.into(),
+        };
+        let mut out = header.as_bytes().to_vec();
+        for t in plan.tables() {
+            out.push(t.prefix_bits);
+            out.extend_from_slice(t.permutation.source());
+        }
+        seal(out)
+    }
+
+    /// Decodes a manifest and checks that the stored permutations are
+    /// exactly the plan its `(max_distance, blocks)` describe.
+    pub fn decode(bytes: &[u8]) -> Result<Self, ManifestError> {
+        let corrupt = |m: String| ManifestError::Corrupt(m);
+        // Check the version before the checksum so that a newer, longer
+        // layout is reported as such rather than as corruption.
+        if let Ok((h, _)) = ManifestHeader::read_from_prefix(bytes) {
+            if h.magic == MAGIC && h.version.get() != FORMAT_VERSION {
+                return Err(ManifestError::Version(h.version.get()));
+            }
+        }
+        let body = checked_body(bytes).map_err(corrupt)?;
+        let (header, rest) = ManifestHeader::read_from_prefix(body)
+            .map_err(|_| corrupt("manifest too short".into()))?;
+        if header.magic != MAGIC {
+            return Err(corrupt("bad magic".into()));
+        }
+        if rest.len() != usize::from(header.tables) * TABLE_ENTRY_LEN {
+            return Err(corrupt(format!(
+                "{} table bytes for {} tables",
+                rest.len(),
+                header.tables
+            )));
+        }
+        let plan =
+            Plan::new(header.max_distance, header.blocks).map_err(|e| corrupt(e.to_string()))?;
+        if plan.tables().len() != usize::from(header.tables) {
+            return Err(corrupt("table count does not match the plan".into()));
+        }
+        for (i, (entry, spec)) in rest
+            .chunks_exact(TABLE_ENTRY_LEN)
+            .zip(plan.tables())
+            .enumerate()
+        {
+            let source: [u8; 64] = entry[1..]
+                .try_into()
+                .map_err(|_| corrupt("short table entry".into()))?;
+            let perm = Permutation::from_source(source).map_err(|e| {
+                corrupt(format!(
+                    "table {i}: bit map is not a permutation at position {}",
+                    e.position
+                ))
+            })?;
+            if entry[0] != spec.prefix_bits || perm != spec.permutation {
+                return Err(corrupt(format!(
+                    "table {i} does not match the plan for its distance and blocks"
+                )));
+            }
+        }
+        if header.block_size.get() < crate::codec::MIN_BLOCK_LEN as u16 {
+            return Err(corrupt(format!(
+                "block size {} below minimum",
+                header.block_size.get()
+            )));
+        }
+        Ok(Self {
+            plan,
+            block_size: header.block_size.get(),
+            expected_size: header.expected_size.get(),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn round_trip_and_corruption() {
+        let m = Manifest {
+            plan: Plan::new(3, 5).unwrap(),
+            block_size: 1024,
+            expected_size: 1 << 30,
+        };
+        let bytes = m.encode();
+        assert_eq!(bytes.len(), 23 + 10 * 65 + 4);
+        assert_eq!(Manifest::decode(&bytes).unwrap(), m);
+        for i in 0..bytes.len() {
+            let mut bad = bytes.clone();
+            bad[i] ^= 4;
+            assert!(Manifest::decode(&bad).is_err(), "flip at {i}");
+        }
+        let mut newer = bytes.clone();
+        newer[9] = 2;
+        assert_eq!(Manifest::decode(&newer), Err(ManifestError::Version(2)));
+    }
+}

@@ -1,0 +1,204 @@
+//! The durable layer: a RocksDB database with one column family per table
+//! plus the families for codes, ids, pending fingerprints and tombstones.
+//! This is the only module that names RocksDB types.
+
+mod directory;
+
+use std::path::Path;
+
+use rocksdb::{
+    BlockBasedOptions, Cache, ColumnFamily, ColumnFamilyDescriptor, DBCompressionType,
+    DBRecoveryMode, ErrorKind, Options as DbOptions, WriteBatch, WriteOptions, DB,
+};
+
+pub use directory::{check_directory, create_directory, write_marker};
+
+use crate::error::{Error, Location, Result};
+use crate::format::keys;
+
+/// Bytes of memtable shared by all column families.
+const WRITE_BUFFER_BYTES: usize = 64 << 20;
+/// RocksDB's own block cache, shared by all column families. The serving
+/// path reads blocks from memory, so this only serves ids and recovery.
+const BLOCK_CACHE_BYTES: usize = 32 << 20;
+/// WAL size past which RocksDB flushes the oldest column families.
+const MAX_WAL_BYTES: u64 = 256 << 20;
+
+/// The fixed, non-table column families, in creation order after `default`.
+pub const FIXED_FAMILIES: [&str; 4] = [
+    keys::CODES_FAMILY,
+    keys::IDS_FAMILY,
+    keys::PENDING_FAMILY,
+    keys::TOMBSTONES_FAMILY,
+];
+
+/// An open database.
+pub struct Db {
+    db: DB,
+    tables: usize,
+}
+
+/// Maps a RocksDB error: its corruption kind becomes [`Error::Corrupt`].
+pub fn db_error(context: &'static str) -> impl Fn(rocksdb::Error) -> Error {
+    move |e| match e.kind() {
+        ErrorKind::Corruption => Error::corrupt(Location::Database, e.into_string()),
+        _ => Error::Storage {
+            context,
+            message: e.into_string(),
+        },
+    }
+}
+
+fn options(create: bool) -> (DbOptions, DbOptions) {
+    let mut db = DbOptions::default();
+    db.create_if_missing(create);
+    db.create_missing_column_families(create);
+    db.set_wal_recovery_mode(DBRecoveryMode::TolerateCorruptedTailRecords);
+    db.set_paranoid_checks(true);
+    db.set_db_write_buffer_size(WRITE_BUFFER_BYTES);
+    db.set_max_total_wal_size(MAX_WAL_BYTES);
+    db.set_max_background_jobs(2);
+    db.set_keep_log_file_num(4);
+    let mut family = DbOptions::default();
+    family.set_compression_type(DBCompressionType::None);
+    let mut table = BlockBasedOptions::default();
+    table.set_block_cache(&Cache::new_lru_cache(BLOCK_CACHE_BYTES));
+    table.set_bloom_filter(10.0, false);
+    family.set_block_based_table_factory(&table);
+    (db, family)
+}
+
+fn family_names(tables: usize) -> Vec<String> {
+    let mut names = vec![rocksdb::DEFAULT_COLUMN_FAMILY_NAME.to_string()];
+    names.extend(FIXED_FAMILIES.iter().map(|s| s.to_string()));
+    names.extend((0..tables).map(keys::table_family));
+    names
+}
+
+impl Db {
+    /// Creates the database with every column family for `tables` tables.
+    pub fn create(dir: &Path, tables: usize) -> Result<Self> {
+        let path = dir.join(crate::format::marker::DB_DIR);
+        let (db_opts, family) = options(true);
+        let descriptors = family_names(tables)
+            .into_iter()
+            .map(|n| ColumnFamilyDescriptor::new(n, family.clone()));
+        let db = DB::open_cf_descriptors(&db_opts, &path, descriptors)
+            .map_err(|e| open_error(dir, e))?;
+        Ok(Self { db, tables })
+    }
+
+    /// Opens an existing database with the column families it has, which
+    /// must be those of a store; the caller checks them against the manifest.
+    pub fn open(dir: &Path) -> Result<Self> {
+        let path = dir.join(crate::format::marker::DB_DIR);
+        let (db_opts, family) = options(false);
+        let names = DB::list_cf(&db_opts, &path).map_err(|e| open_error(dir, e))?;
+        let tables = names.iter().filter(|n| n.starts_with("table-")).count();
+        let expected = family_names(tables);
+        let mut sorted_names = names.clone();
+        sorted_names.sort();
+        let mut sorted_expected = expected.clone();
+        sorted_expected.sort();
+        if sorted_names != sorted_expected {
+            return Err(Error::corrupt(
+                Location::Database,
+                format!("column families {names:?} are not those of a store with {tables} tables"),
+            ));
+        }
+        let descriptors = expected
+            .into_iter()
+            .map(|n| ColumnFamilyDescriptor::new(n, family.clone()));
+        let db = DB::open_cf_descriptors(&db_opts, &path, descriptors)
+            .map_err(|e| open_error(dir, e))?;
+        Ok(Self { db, tables })
+    }
+
+    /// Number of table column families.
+    pub fn tables(&self) -> usize {
+        self.tables
+    }
+
+    /// A column family by name.
+    pub fn family(&self, name: &str) -> Result<&ColumnFamily> {
+        self.db.cf_handle(name).ok_or_else(|| {
+            Error::corrupt(
+                Location::Database,
+                format!("column family {name} is missing"),
+            )
+        })
+    }
+
+    /// The column family of table `n`.
+    pub fn table(&self, n: usize) -> Result<&ColumnFamily> {
+        self.family(&keys::table_family(n))
+    }
+
+    /// The default column family (manifest, counters).
+    pub fn default_family(&self) -> Result<&ColumnFamily> {
+        self.family(rocksdb::DEFAULT_COLUMN_FAMILY_NAME)
+    }
+
+    /// Writes a batch atomically; with `sync` it is fsynced before return.
+    pub fn write(&self, batch: WriteBatch, sync: bool) -> Result<()> {
+        let mut opts = WriteOptions::default();
+        opts.set_sync(sync);
+        self.db
+            .write_opt(batch, &opts)
+            .map_err(db_error("writing a batch"))
+    }
+
+    /// Reads one value.
+    pub fn get(&self, family: &ColumnFamily, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        self.db
+            .get_cf(family, key)
+            .map_err(db_error("reading a record"))
+    }
+
+    /// Visits every `(key, value)` of a family from `from` on, in key
+    /// order, until `visit` returns `Ok(false)`.
+    pub fn scan(
+        &self,
+        family: &ColumnFamily,
+        from: &[u8],
+        mut visit: impl FnMut(&[u8], &[u8]) -> Result<bool>,
+    ) -> Result<()> {
+        let mut it = self.db.raw_iterator_cf(family);
+        it.seek(from);
+        while it.valid() {
+            let (Some(k), Some(v)) = (it.key(), it.value()) else {
+                break;
+            };
+            if !visit(k, v)? {
+                return Ok(());
+            }
+            it.next();
+        }
+        it.status().map_err(db_error("scanning a column family"))
+    }
+
+    /// Flushes memtables and the WAL to disk (used before a clean close).
+    pub fn flush_wal(&self) -> Result<()> {
+        self.db.flush_wal(true).map_err(db_error("syncing the WAL"))
+    }
+}
+
+/// A new write batch.
+pub fn batch() -> WriteBatch {
+    WriteBatch::default()
+}
+
+/// Maps an error from opening RocksDB: a held lock becomes
+/// [`Error::Locked`].
+fn open_error(dir: &Path, e: rocksdb::Error) -> Error {
+    let message = e.to_string();
+    if message.contains("LOCK")
+        || message.contains("lock hold")
+        || message.contains("Resource temporarily unavailable")
+    {
+        return Error::Locked {
+            path: dir.to_path_buf(),
+        };
+    }
+    db_error("opening the database")(e)
+}

@@ -1,0 +1,203 @@
+//! Compaction: merging pending fingerprints into the compressed blocks
+//! and removing tombstoned ones, off the query path.
+//!
+//! The merge is computed from snapshots without holding any lock that
+//! queries or writers need. The commit then takes the commit lock, fixes
+//! up fingerprints that were inserted or deleted meanwhile (so no write
+//! made during the merge is lost or resurrected), writes one atomic batch
+//! covering every table, and swaps the new table snapshots in.
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use super::shared::Shared;
+use crate::error::Result;
+use crate::format::{keys, records};
+use crate::table::{merge, MergeOutput};
+
+/// What one compaction did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CompactionReport {
+    /// Pending fingerprints merged into the tables.
+    pub merged: usize,
+    /// Tombstoned fingerprints removed from the tables.
+    pub removed: usize,
+    /// Blocks rewritten or dropped, over all tables.
+    pub blocks_replaced: usize,
+    /// Blocks written, over all tables.
+    pub blocks_written: usize,
+}
+
+/// Runs one compaction of everything pending and tombstoned now.
+pub(crate) fn compact(shared: &Shared) -> Result<CompactionReport> {
+    let _one_at_a_time = shared.compaction.lock();
+    shared.check_writable()?;
+    let plan = &shared.plan;
+    let (tables, adds, removes) = {
+        let state = shared.state.read();
+        let mut removes: Vec<u64> = state.tombstones.iter().copied().collect();
+        removes.sort_unstable();
+        (Arc::clone(&state.tables), state.pending.all(plan), removes)
+    };
+    if adds.is_empty() && removes.is_empty() {
+        return Ok(CompactionReport::default());
+    }
+    let mut outputs: Vec<MergeOutput> = Vec::with_capacity(tables.len());
+    for (table, spec) in tables.iter().zip(plan.tables()) {
+        let permute = |v: &[u64]| {
+            let mut p: Vec<u64> = v.iter().map(|&x| spec.permutation.apply(x)).collect();
+            p.sort_unstable();
+            p
+        };
+        outputs.push(merge(
+            table,
+            &permute(&adds),
+            &permute(&removes),
+            shared.block_size,
+        )?);
+    }
+    commit(shared, &tables, outputs, &adds, &removes)
+}
+
+fn commit(
+    shared: &Shared,
+    old: &Arc<Vec<crate::table::TableState>>,
+    outputs: Vec<MergeOutput>,
+    adds: &[u64],
+    removes: &[u64],
+) -> Result<CompactionReport> {
+    let db = &shared.db;
+    let plan = &shared.plan;
+    let _leader = shared.commit.lock();
+    shared.check_writable()?;
+    let mut report = CompactionReport {
+        merged: adds.len(),
+        removed: removes.len(),
+        ..Default::default()
+    };
+    let mut batch = crate::storage::batch();
+    for (t, out) in outputs.iter().enumerate() {
+        let family = db.table(t)?;
+        for &key in &out.removed {
+            batch.delete_cf(family, keys::fingerprint(key));
+        }
+        for (key, bytes) in &out.added {
+            batch.put_cf(family, keys::fingerprint(*key), bytes);
+        }
+        if let Some((id, code)) = &out.new_code {
+            batch.put_cf(
+                db.family(keys::CODES_FAMILY)?,
+                keys::code(t as u16, *id),
+                records::encode_code(code),
+            );
+        }
+        report.blocks_replaced += out.removed.len();
+        report.blocks_written += out.added.len();
+    }
+
+    // Reconcile fingerprints whose state changed while the merge ran.
+    let removed_set: BTreeSet<u64> = removes.iter().copied().collect();
+    let touched: BTreeSet<u64> = adds.iter().chain(removes).copied().collect();
+    let (pending_cf, tomb_cf) = (
+        db.family(keys::PENDING_FAMILY)?,
+        db.family(keys::TOMBSTONES_FAMILY)?,
+    );
+    let mut fixes = Vec::new();
+    {
+        let state = shared.state.read();
+        for &x in &touched {
+            let was_in_tables = removed_set.contains(&x);
+            let pending = state.pending.contains(plan, x);
+            let tombstoned = state.tombstones.contains(&x);
+            let live = pending || (was_in_tables && !tombstoned);
+            let in_new = adds.binary_search(&x).is_ok();
+            let (want_pending, want_tomb) = if in_new {
+                (false, !live)
+            } else {
+                (live, false)
+            };
+            if want_pending != pending {
+                if want_pending {
+                    batch.put_cf(pending_cf, keys::fingerprint(x), []);
+                } else {
+                    batch.delete_cf(pending_cf, keys::fingerprint(x));
+                }
+            }
+            if want_tomb != tombstoned {
+                if want_tomb {
+                    batch.put_cf(tomb_cf, keys::fingerprint(x), []);
+                } else {
+                    batch.delete_cf(tomb_cf, keys::fingerprint(x));
+                }
+            }
+            fixes.push((x, pending, want_pending, tombstoned, want_tomb));
+        }
+    }
+    db.write(batch, shared.sync_writes())?;
+
+    let mut state = shared.state.write();
+    debug_assert!(
+        Arc::ptr_eq(&state.tables, old),
+        "tables change only under the compaction lock"
+    );
+    state.tables = Arc::new(outputs.into_iter().map(|o| o.state).collect());
+    for (x, pending, want_pending, tombstoned, want_tomb) in fixes {
+        if pending && !want_pending {
+            state.pending.remove(plan, x);
+        } else if want_pending && !pending {
+            state.pending.insert(plan, x);
+        }
+        if tombstoned && !want_tomb {
+            state.tombstones.remove(&x);
+        } else if want_tomb && !tombstoned {
+            state.tombstones.insert(x);
+        }
+    }
+    Ok(report)
+}
+
+/// Starts the background compactor: it merges whenever enough is pending
+/// and stops when [`stop_compactor`] is called.
+pub(crate) fn spawn_compactor(shared: Arc<Shared>) -> std::io::Result<JoinHandle<()>> {
+    std::thread::Builder::new()
+        .name("simstore-compactor".into())
+        .spawn(move || loop {
+            {
+                let (lock, cv) = &shared.wake;
+                let mut stop = lock.lock();
+                if *stop {
+                    return;
+                }
+                cv.wait_for(&mut stop, Duration::from_secs(1));
+                if *stop {
+                    return;
+                }
+            }
+            let due = {
+                let state = shared.state.read();
+                state.pending.len() + state.tombstones.len()
+                    >= shared.merge_threshold(state.fingerprints())
+            };
+            if due {
+                match compact(&shared) {
+                    Ok(_) => *shared.compaction_error.lock() = None,
+                    Err(e) => {
+                        *shared.compaction_error.lock() = Some(e.to_string());
+                        std::thread::sleep(Duration::from_secs(1));
+                    }
+                }
+            }
+        })
+}
+
+/// Asks the compactor to stop and waits for it.
+pub(crate) fn stop_compactor(shared: &Shared, handle: JoinHandle<()>) {
+    {
+        let (lock, cv) = &shared.wake;
+        *lock.lock() = true;
+        cv.notify_all();
+    }
+    let _ = handle.join();
+}

@@ -1,0 +1,222 @@
+//! The store: permuted tables, pending appends, tombstones, compaction and
+//! recovery beneath a small API.
+
+mod compact;
+mod open;
+mod options;
+mod query;
+mod shared;
+mod state;
+mod stats;
+mod verify;
+mod write;
+
+use std::path::Path;
+use std::sync::Arc;
+use std::thread::JoinHandle;
+
+pub use compact::CompactionReport;
+pub use options::{
+    Durability, Options, DEFAULT_BLOCK_SIZE, DEFAULT_EXPECTED_SIZE, DEFAULT_MAX_DISTANCE,
+    DEFAULT_MIN_MERGE_THRESHOLD,
+};
+pub use query::Match;
+pub use stats::Stats;
+pub use verify::VerifyReport;
+pub use write::Op;
+
+use crate::error::Result;
+use crate::plan::Plan;
+use shared::Shared;
+
+/// A simhash fingerprint store in one directory.
+///
+/// `Store` is `Send + Sync`: share it (for example in an `Arc`) between
+/// threads; queries run concurrently with inserts and compaction.
+pub struct Store {
+    shared: Arc<Shared>,
+    compactor: Option<JoinHandle<()>>,
+}
+
+impl std::fmt::Debug for Store {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Store")
+            .field("dir", &self.shared.dir)
+            .field("plan", &self.shared.plan)
+            .finish()
+    }
+}
+
+impl Store {
+    /// Creates a store in `dir`, which must not exist or be empty.
+    pub fn create(dir: impl AsRef<Path>, options: &Options) -> Result<Self> {
+        Self::start(open::create(dir.as_ref(), options)?)
+    }
+
+    /// Opens an existing store. Creation options in `options`, when given,
+    /// must match the store's.
+    pub fn open(dir: impl AsRef<Path>, options: &Options) -> Result<Self> {
+        Self::start(open::open(dir.as_ref(), options)?)
+    }
+
+    /// Opens the store in `dir`, creating it when `dir` is absent or empty.
+    pub fn open_or_create(dir: impl AsRef<Path>, options: &Options) -> Result<Self> {
+        let dir = dir.as_ref();
+        let empty = std::fs::read_dir(dir)
+            .map(|mut e| e.next().is_none())
+            .unwrap_or(true);
+        if empty {
+            Self::create(dir, options)
+        } else {
+            Self::open(dir, options)
+        }
+    }
+
+    fn start(shared: Shared) -> Result<Self> {
+        let shared = Arc::new(shared);
+        let compactor = if shared.options.manual_compaction {
+            None
+        } else {
+            Some(
+                compact::spawn_compactor(Arc::clone(&shared)).map_err(|source| {
+                    crate::Error::Io {
+                        path: shared.dir.clone(),
+                        source,
+                    }
+                })?,
+            )
+        };
+        Ok(Self { shared, compactor })
+    }
+
+    /// The table plan.
+    pub fn plan(&self) -> &Plan {
+        &self.shared.plan
+    }
+
+    /// The largest distance queries may ask for.
+    pub fn max_distance(&self) -> u8 {
+        self.shared.plan.max_distance()
+    }
+
+    /// Stores a fingerprint with a document id. Visible to queries when
+    /// this returns; durable as the store's [`Durability`] says.
+    pub fn insert(&self, fingerprint: u64, id: u64) -> Result<()> {
+        self.apply(vec![Op::Insert {
+            fingerprint,
+            id: Some(id),
+        }])
+        .map(drop)
+    }
+
+    /// Stores a fingerprint without a document id.
+    pub fn insert_fingerprint(&self, fingerprint: u64) -> Result<()> {
+        self.apply(vec![Op::Insert {
+            fingerprint,
+            id: None,
+        }])
+        .map(drop)
+    }
+
+    /// Stores many (fingerprint, id) pairs in one atomic commit.
+    pub fn insert_batch(&self, pairs: &[(u64, u64)]) -> Result<()> {
+        self.apply(
+            pairs
+                .iter()
+                .map(|&(fingerprint, id)| Op::Insert {
+                    fingerprint,
+                    id: Some(id),
+                })
+                .collect(),
+        )
+        .map(drop)
+    }
+
+    /// Removes one (fingerprint, id) pair; the fingerprint itself goes when
+    /// that was its last id. Returns whether the pair was stored.
+    pub fn delete(&self, fingerprint: u64, id: u64) -> Result<bool> {
+        Ok(self
+            .apply(vec![Op::Delete { fingerprint, id }])?
+            .first()
+            .copied()
+            .unwrap_or(false))
+    }
+
+    /// Removes a fingerprint and all its ids. Returns whether it was stored.
+    pub fn delete_fingerprint(&self, fingerprint: u64) -> Result<bool> {
+        Ok(self
+            .apply(vec![Op::DeleteFingerprint { fingerprint }])?
+            .first()
+            .copied()
+            .unwrap_or(false))
+    }
+
+    /// Applies a mixed sequence of changes, in order, as one atomic commit.
+    /// Returns, per op, whether it changed the store.
+    pub fn apply(&self, ops: Vec<Op>) -> Result<Vec<bool>> {
+        write::submit(&self.shared, ops)
+    }
+
+    /// Every stored fingerprint within Hamming distance `k` of `fingerprint`,
+    /// sorted by distance then fingerprint. `k` may not exceed
+    /// [`max_distance`](Self::max_distance).
+    pub fn query(&self, fingerprint: u64, k: u32) -> Result<Vec<Match>> {
+        query::query(&self.shared, fingerprint, k)
+    }
+
+    /// Some stored fingerprint within distance `k`, stopping at the first
+    /// found; `None` when there is none.
+    pub fn query_first(&self, fingerprint: u64, k: u32) -> Result<Option<Match>> {
+        query::query_first(&self.shared, fingerprint, k)
+    }
+
+    /// [`query`](Self::query) for many fingerprints at once, visiting each
+    /// table's blocks in order; results are in input order.
+    pub fn query_batch(&self, fingerprints: &[u64], k: u32) -> Result<Vec<Vec<Match>>> {
+        query::query_batch(&self.shared, fingerprints, k)
+    }
+
+    /// The ids stored for a fingerprint, increasing.
+    pub fn ids(&self, fingerprint: u64) -> Result<Vec<u64>> {
+        self.shared.ids_on_disk(fingerprint)
+    }
+
+    /// Merges every pending fingerprint into the compressed tables and
+    /// drops deleted ones from them now.
+    pub fn compact(&self) -> Result<CompactionReport> {
+        compact::compact(&self.shared)
+    }
+
+    /// Counts and sizes.
+    pub fn stats(&self) -> Stats {
+        stats::stats(&self.shared)
+    }
+
+    /// Checks every block and record on disk; see [`VerifyReport`].
+    pub fn verify(&self) -> Result<VerifyReport> {
+        verify::verify(&self.shared)
+    }
+
+    /// Makes every acknowledged write durable now (useful in buffered mode
+    /// before a planned shutdown).
+    pub fn sync(&self) -> Result<()> {
+        self.shared.db.flush_wal()
+    }
+}
+
+impl Drop for Store {
+    fn drop(&mut self) {
+        if let Some(handle) = self.compactor.take() {
+            compact::stop_compactor(&self.shared, handle);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn store_is_send_and_sync() {
+        fn check<T: Send + Sync>() {}
+        check::<super::Store>();
+    }
+}

@@ -1,0 +1,217 @@
+//! Creating a store and opening one: everything in memory (block indexes,
+//! pending fingerprints, tombstones) is rebuilt from what RocksDB holds,
+//! so a store reopened after a crash answers exactly as before it.
+
+use std::collections::{BTreeMap, HashSet};
+use std::path::Path;
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+
+use parking_lot::{Condvar, Mutex, RwLock};
+
+use super::options::{Options, DEFAULT_BLOCK_SIZE, DEFAULT_EXPECTED_SIZE, DEFAULT_MAX_DISTANCE};
+use super::shared::Shared;
+use super::state::{Pending, State};
+use crate::error::{Error, Location, Result};
+use crate::format::manifest::{Manifest, ManifestError};
+use crate::format::{keys, records, FORMAT_VERSION};
+use crate::plan::Plan;
+use crate::storage::{self, Db};
+use crate::table::{Codebook, TableState};
+
+/// Creates a new store in `dir`, which must be absent or empty.
+pub(crate) fn create(dir: &Path, options: &Options) -> Result<Shared> {
+    options.check()?;
+    let k = options.max_distance.unwrap_or(DEFAULT_MAX_DISTANCE);
+    let expected_size = options.expected_size.unwrap_or(DEFAULT_EXPECTED_SIZE);
+    let plan = Plan::for_size(k, expected_size, options.tables)?;
+    let block_size = options.block_size.unwrap_or(DEFAULT_BLOCK_SIZE);
+    storage::create_directory(dir)?;
+    let manifest = Manifest {
+        plan,
+        block_size: block_size as u16,
+        expected_size,
+    };
+    let db = Db::create(dir, manifest.plan.tables().len())?;
+    let mut batch = storage::batch();
+    let default = db.default_family()?;
+    batch.put_cf(default, keys::MANIFEST, manifest.encode());
+    batch.put_cf(
+        default,
+        keys::COUNTERS,
+        records::encode_counters(&records::Counters::default()),
+    );
+    db.write(batch, true)?;
+    storage::write_marker(dir)?;
+    load(dir, db, manifest, options)
+}
+
+/// Opens the store in `dir`, checking `options` against its manifest.
+pub(crate) fn open(dir: &Path, options: &Options) -> Result<Shared> {
+    options.check()?;
+    storage::check_directory(dir)?;
+    let db = Db::open(dir)?;
+    let bytes = db
+        .get(db.default_family()?, keys::MANIFEST)?
+        .ok_or_else(|| Error::corrupt(Location::Manifest, "manifest record is missing"))?;
+    let manifest = Manifest::decode(&bytes).map_err(|e| match e {
+        ManifestError::Version(found) => Error::UnsupportedVersion {
+            what: "manifest",
+            supported: u32::from(FORMAT_VERSION),
+            found: u32::from(found),
+        },
+        ManifestError::Corrupt(reason) => Error::corrupt(Location::Manifest, reason),
+    })?;
+    if manifest.plan.tables().len() != db.tables() {
+        return Err(Error::corrupt(
+            Location::Database,
+            format!(
+                "{} table column families for a plan of {}",
+                db.tables(),
+                manifest.plan.tables().len()
+            ),
+        ));
+    }
+    check_compatible(&manifest, options)?;
+    load(dir, db, manifest, options)
+}
+
+/// Creation options given at open must agree with the manifest.
+fn check_compatible(m: &Manifest, o: &Options) -> Result<()> {
+    let mismatch = |option: &'static str, stored: String, requested: String| {
+        Err(Error::IncompatibleOptions {
+            option,
+            stored,
+            requested,
+        })
+    };
+    let k = m.plan.max_distance();
+    if let Some(asked) = o.max_distance {
+        if asked != k {
+            return mismatch("max_distance", k.to_string(), asked.to_string());
+        }
+    }
+    let tables = m.plan.tables().len();
+    if let Some(asked) = o.tables {
+        if asked as usize != tables {
+            return mismatch("tables", tables.to_string(), asked.to_string());
+        }
+    }
+    if let Some(size) = o.expected_size {
+        let blocks = crate::plan::choose_blocks(k, size, o.tables)?;
+        if blocks != m.plan.blocks() && size != m.expected_size {
+            return mismatch(
+                "expected_size",
+                m.expected_size.to_string(),
+                size.to_string(),
+            );
+        }
+    }
+    if let Some(b) = o.block_size {
+        if b != usize::from(m.block_size) {
+            return mismatch("block_size", m.block_size.to_string(), b.to_string());
+        }
+    }
+    Ok(())
+}
+
+fn fingerprint_key(family: &'static str, k: &[u8]) -> Result<u64> {
+    keys::parse_fingerprint(k).ok_or_else(|| {
+        Error::corrupt(
+            Location::Record { family },
+            format!("key of {} bytes, expected 8", k.len()),
+        )
+    })
+}
+
+/// Rebuilds the in-memory state from the database.
+fn load(dir: &Path, db: Db, manifest: Manifest, options: &Options) -> Result<Shared> {
+    let plan = manifest.plan;
+    let tables = plan.tables().len();
+
+    let mut codes: Vec<BTreeMap<u32, crate::codec::Code>> = vec![BTreeMap::new(); tables];
+    db.scan(db.family(keys::CODES_FAMILY)?, &[], |k, v| {
+        let (t, id) = keys::parse_code(k)
+            .filter(|&(t, _)| usize::from(t) < tables)
+            .ok_or_else(|| {
+                Error::corrupt(
+                    Location::Record {
+                        family: keys::CODES_FAMILY,
+                    },
+                    "malformed code key",
+                )
+            })?;
+        let code = records::decode_code(v).map_err(|reason| {
+            Error::corrupt(
+                Location::Code {
+                    table: usize::from(t),
+                    code_id: id,
+                },
+                reason,
+            )
+        })?;
+        codes[usize::from(t)].insert(id, code);
+        Ok(true)
+    })?;
+
+    let mut states = Vec::with_capacity(tables);
+    for (t, book) in codes.into_iter().enumerate() {
+        let family = db.table(t)?;
+        let mut block_keys = Vec::new();
+        let mut blocks: Vec<Arc<[u8]>> = Vec::new();
+        db.scan(family, &[], |k, v| {
+            block_keys.push(keys::parse_fingerprint(k).ok_or_else(|| {
+                Error::corrupt(
+                    Location::Record { family: "table" },
+                    format!("block key of {} bytes", k.len()),
+                )
+            })?);
+            blocks.push(Arc::from(v));
+            Ok(true)
+        })?;
+        states.push(TableState::new(
+            t,
+            block_keys,
+            blocks,
+            Arc::new(Codebook::from_codes(book)),
+        ));
+    }
+
+    let mut pending = Pending::new(tables);
+    db.scan(db.family(keys::PENDING_FAMILY)?, &[], |k, _| {
+        pending.insert(&plan, fingerprint_key(keys::PENDING_FAMILY, k)?);
+        Ok(true)
+    })?;
+    let mut tombstones = HashSet::new();
+    db.scan(db.family(keys::TOMBSTONES_FAMILY)?, &[], |k, _| {
+        tombstones.insert(fingerprint_key(keys::TOMBSTONES_FAMILY, k)?);
+        Ok(true)
+    })?;
+    let counters = db
+        .get(db.default_family()?, keys::COUNTERS)?
+        .ok_or_else(|| Error::corrupt(Location::Counters, "counters record is missing"))?;
+    let counters =
+        records::decode_counters(&counters).map_err(|r| Error::corrupt(Location::Counters, r))?;
+
+    let state = State {
+        tables: Arc::new(states),
+        pending,
+        tombstones,
+        ids: counters.ids,
+    };
+    Ok(Shared {
+        db,
+        dir: dir.to_path_buf(),
+        plan,
+        block_size: usize::from(manifest.block_size),
+        expected_size: manifest.expected_size,
+        options: options.clone(),
+        state: RwLock::new(state),
+        commit: Mutex::new(()),
+        queue: Mutex::new(Vec::new()),
+        compaction: Mutex::new(()),
+        compaction_error: Mutex::new(None),
+        wake: (Mutex::new(false), Condvar::new()),
+        poisoned: AtomicBool::new(false),
+    })
+}

@@ -1,0 +1,143 @@
+//! Options for creating and opening a store.
+
+use crate::plan::MAX_SUPPORTED_DISTANCE;
+
+/// The default maximum distance a store is created with.
+pub const DEFAULT_MAX_DISTANCE: u8 = 3;
+/// The default expected collection size given to the planner.
+pub const DEFAULT_EXPECTED_SIZE: u64 = 10_000_000;
+/// The default block size, in bytes (Manku §3.2).
+pub const DEFAULT_BLOCK_SIZE: usize = 1024;
+/// The smallest merge threshold used when none is set.
+pub const DEFAULT_MIN_MERGE_THRESHOLD: usize = 65_536;
+/// When no merge threshold is set, pending fingerprints are merged once they
+/// exceed `max(DEFAULT_MIN_MERGE_THRESHOLD, stored / MERGE_FRACTION)`.
+pub const MERGE_FRACTION: u64 = 64;
+
+/// How durable an acknowledged write is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Durability {
+    /// Every acknowledged write has been fsynced: it survives a killed
+    /// process and a power loss. Concurrent writers share one fsync
+    /// (group commit).
+    #[default]
+    Sync,
+    /// Acknowledged writes are in the operating system's hands: they
+    /// survive a killed process, but a power loss or kernel crash may lose
+    /// the most recent ones (a suffix, never a hole).
+    Buffered,
+}
+
+impl std::str::FromStr for Durability {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "sync" => Ok(Self::Sync),
+            "buffered" => Ok(Self::Buffered),
+            other => Err(format!(
+                "unknown durability {other:?} (expected sync or buffered)"
+            )),
+        }
+    }
+}
+
+/// Options for [`Store::create`](super::Store::create) and
+/// [`Store::open`](super::Store::open).
+///
+/// Creation options (`max_distance`, `expected_size`, `tables`) shape the
+/// table plan and are persisted; when given to `open` they must agree with
+/// the stored plan. The other options apply to one open handle.
+#[derive(Debug, Clone, Default)]
+#[must_use]
+pub struct Options {
+    pub(crate) max_distance: Option<u8>,
+    pub(crate) expected_size: Option<u64>,
+    pub(crate) tables: Option<u32>,
+    pub(crate) block_size: Option<usize>,
+    pub(crate) durability: Durability,
+    pub(crate) merge_threshold: Option<usize>,
+    pub(crate) manual_compaction: bool,
+}
+
+impl Options {
+    /// Default options.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// The largest Hamming distance queries may ask for (creation; default
+    /// 3, at most 8).
+    pub fn max_distance(mut self, k: u8) -> Self {
+        self.max_distance = Some(k);
+        self
+    }
+
+    /// The collection size the planner designs the tables for (creation;
+    /// default 10,000,000). Larger sizes get more tables with wider
+    /// prefixes.
+    pub fn expected_size(mut self, n: u64) -> Self {
+        self.expected_size = Some(n);
+        self
+    }
+
+    /// An exact table count, overriding the planner (creation). Must be
+    /// `C(r, k)` for some block count `r`; e.g. 4, 10, 20, 35 for `k = 3`.
+    pub fn tables(mut self, t: u32) -> Self {
+        self.tables = Some(t);
+        self
+    }
+
+    /// Durability of acknowledged writes (default [`Durability::Sync`]).
+    pub fn durability(mut self, d: Durability) -> Self {
+        self.durability = d;
+        self
+    }
+
+    /// Pending fingerprints that trigger a background merge into the
+    /// compressed tables (default: the larger of 65,536 and 1/64 of the
+    /// stored fingerprints).
+    pub fn merge_threshold(mut self, n: usize) -> Self {
+        self.merge_threshold = Some(n.max(1));
+        self
+    }
+
+    /// Disables the background compaction thread; pending fingerprints are
+    /// then merged only by [`Store::compact`](super::Store::compact)
+    /// (default: background compaction on).
+    pub fn manual_compaction(mut self, manual: bool) -> Self {
+        self.manual_compaction = manual;
+        self
+    }
+
+    /// Block size in bytes (creation; default 1024). For tests that need
+    /// many small blocks; not part of the stable API.
+    #[doc(hidden)]
+    pub fn block_size(mut self, bytes: usize) -> Self {
+        self.block_size = Some(bytes);
+        self
+    }
+
+    pub(crate) fn check(&self) -> crate::Result<()> {
+        if let Some(k) = self.max_distance {
+            if k > MAX_SUPPORTED_DISTANCE {
+                return Err(crate::Error::Plan(
+                    crate::plan::PlanError::DistanceUnsupported {
+                        asked: k,
+                        supported: MAX_SUPPORTED_DISTANCE,
+                    },
+                ));
+            }
+        }
+        if let Some(b) = self.block_size {
+            if !(crate::codec::MIN_BLOCK_LEN..=u16::MAX as usize).contains(&b) {
+                return Err(crate::Error::InvalidArgument(format!(
+                    "block size {b} outside {}..={}",
+                    crate::codec::MIN_BLOCK_LEN,
+                    u16::MAX
+                )));
+            }
+        }
+        Ok(())
+    }
+}

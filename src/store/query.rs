@@ -1,0 +1,166 @@
+//! Queries: all matches, first match, and batches.
+//!
+//! Each query runs under the state read lock, so it sees one consistent
+//! set of tables, pending fingerprints and tombstones; compaction only
+//! takes the write lock for the instant it swaps snapshots in.
+
+use super::shared::Shared;
+use super::state::State;
+use crate::error::{Error, Result};
+
+/// Queries of a batch answered per read-lock acquisition, so a long batch
+/// does not hold writers off.
+const BATCH_CHUNK: usize = 4096;
+
+/// A stored fingerprint within the asked distance of a query.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Match {
+    /// The stored fingerprint.
+    pub fingerprint: u64,
+    /// Its Hamming distance from the query.
+    pub distance: u32,
+    /// Its document ids, increasing.
+    pub ids: Vec<u64>,
+}
+
+fn check_distance(shared: &Shared, k: u32) -> Result<&[usize]> {
+    let supported = shared.plan.max_distance();
+    u8::try_from(k)
+        .ok()
+        .and_then(|k8| {
+            if k8 <= supported {
+                shared.plan.probe_set(k8)
+            } else {
+                None
+            }
+        })
+        .ok_or(Error::DistanceTooLarge {
+            asked: k,
+            supported,
+        })
+}
+
+/// Candidates `(fingerprint, distance)` within `k` of `fp`, unsorted and
+/// possibly repeated; with `first`, stops after one.
+fn collect(
+    shared: &Shared,
+    state: &State,
+    probe: &[usize],
+    fp: u64,
+    k: u32,
+    first: bool,
+) -> Result<Vec<(u64, u32)>> {
+    let mut found = Vec::new();
+    for &t in probe {
+        let spec = &shared.plan.tables()[t];
+        let q = spec.permutation.apply(fp);
+        let (lo, hi) = spec.prefix_range(q);
+        for p in state.pending.range(t, lo, hi) {
+            let d = (p ^ q).count_ones();
+            if d <= k {
+                found.push((spec.permutation.invert(p), d));
+                if first {
+                    return Ok(found);
+                }
+            }
+        }
+        state.tables[t].scan(lo, hi, |p| {
+            let d = (p ^ q).count_ones();
+            if d <= k {
+                let x = spec.permutation.invert(p);
+                if !state.tombstones.contains(&x) {
+                    found.push((x, d));
+                    return !first;
+                }
+            }
+            true
+        })?;
+        if first && !found.is_empty() {
+            return Ok(found);
+        }
+    }
+    Ok(found)
+}
+
+/// Sorts by distance then fingerprint, removes repeats, attaches ids.
+fn finish(shared: &Shared, mut found: Vec<(u64, u32)>) -> Result<Vec<Match>> {
+    found.sort_unstable_by_key(|&(fp, d)| (d, fp));
+    found.dedup();
+    found
+        .into_iter()
+        .map(|(fingerprint, distance)| {
+            Ok(Match {
+                fingerprint,
+                distance,
+                ids: shared.ids_on_disk(fingerprint)?,
+            })
+        })
+        .collect()
+}
+
+/// Every stored fingerprint within distance `k` of `fp`.
+pub(crate) fn query(shared: &Shared, fp: u64, k: u32) -> Result<Vec<Match>> {
+    let probe = check_distance(shared, k)?;
+    let found = {
+        let state = shared.state.read();
+        collect(shared, &state, probe, fp, k, false)?
+    };
+    finish(shared, found)
+}
+
+/// One stored fingerprint within distance `k` of `fp`, if any.
+pub(crate) fn query_first(shared: &Shared, fp: u64, k: u32) -> Result<Option<Match>> {
+    let probe = check_distance(shared, k)?;
+    let found = {
+        let state = shared.state.read();
+        collect(shared, &state, probe, fp, k, true)?
+    };
+    Ok(finish(shared, found)?.into_iter().next())
+}
+
+/// Answers many queries, visiting each table's blocks in order once per
+/// chunk of queries; results come back in input order.
+pub(crate) fn query_batch(shared: &Shared, fps: &[u64], k: u32) -> Result<Vec<Vec<Match>>> {
+    let probe = check_distance(shared, k)?;
+    let mut results = Vec::with_capacity(fps.len());
+    for chunk in fps.chunks(BATCH_CHUNK) {
+        let mut found: Vec<Vec<(u64, u32)>> = vec![Vec::new(); chunk.len()];
+        {
+            let state = shared.state.read();
+            for &t in probe {
+                let spec = &shared.plan.tables()[t];
+                let mut order: Vec<(u64, usize)> = chunk
+                    .iter()
+                    .enumerate()
+                    .map(|(i, &fp)| (spec.permutation.apply(fp), i))
+                    .collect();
+                order.sort_unstable();
+                let ranges: Vec<(u64, u64)> =
+                    order.iter().map(|&(q, _)| spec.prefix_range(q)).collect();
+                state.tables[t].scan_sorted(&ranges, |r, p| {
+                    let (q, i) = order[r];
+                    let d = (p ^ q).count_ones();
+                    if d <= k {
+                        let x = spec.permutation.invert(p);
+                        if !state.tombstones.contains(&x) {
+                            found[i].push((x, d));
+                        }
+                    }
+                })?;
+                for (r, &(q, i)) in order.iter().enumerate() {
+                    let (lo, hi) = ranges[r];
+                    for p in state.pending.range(t, lo, hi) {
+                        let d = (p ^ q).count_ones();
+                        if d <= k {
+                            found[i].push((spec.permutation.invert(p), d));
+                        }
+                    }
+                }
+            }
+        }
+        for f in found {
+            results.push(finish(shared, f)?);
+        }
+    }
+    Ok(results)
+}

@@ -1,0 +1,104 @@
+//! The state shared by a store handle, its background compactor and its
+//! concurrent callers.
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use parking_lot::{Condvar, Mutex, RwLock};
+
+use super::options::{Durability, Options, DEFAULT_MIN_MERGE_THRESHOLD, MERGE_FRACTION};
+use super::state::State;
+use super::write::Request;
+use crate::error::{Error, Result};
+use crate::format::keys;
+use crate::plan::Plan;
+use crate::storage::Db;
+
+/// Shared internals of a [`Store`](super::Store).
+pub(crate) struct Shared {
+    pub db: Db,
+    pub dir: PathBuf,
+    pub plan: Plan,
+    pub block_size: usize,
+    pub expected_size: u64,
+    pub options: Options,
+    /// What queries read. Held for reading during a query; for writing
+    /// only to apply a committed change.
+    pub state: RwLock<State>,
+    /// The commit lock: its holder is the only writer of `state` and of the
+    /// database.
+    pub commit: Mutex<()>,
+    /// Requests waiting to be committed.
+    pub queue: Mutex<Vec<Arc<Request>>>,
+    /// Serialises compactions.
+    pub compaction: Mutex<()>,
+    /// Set when a background compaction failed; its message.
+    pub compaction_error: Mutex<Option<String>>,
+    /// Wakes the background compactor; `true` asks it to stop.
+    pub wake: (Mutex<bool>, Condvar),
+    pub poisoned: AtomicBool,
+}
+
+impl Shared {
+    /// Whether writes are fsynced before they are acknowledged.
+    pub fn sync_writes(&self) -> bool {
+        self.options.durability == Durability::Sync
+    }
+
+    /// Fails once the store has been poisoned by an uncertain write.
+    pub fn check_writable(&self) -> Result<()> {
+        if self.poisoned.load(Ordering::Acquire) {
+            return Err(Error::Poisoned);
+        }
+        Ok(())
+    }
+
+    /// The pending count at which the background compactor merges.
+    pub fn merge_threshold(&self, stored: u64) -> usize {
+        self.options
+            .merge_threshold
+            .unwrap_or_else(|| DEFAULT_MIN_MERGE_THRESHOLD.max((stored / MERGE_FRACTION) as usize))
+    }
+
+    /// Wakes the compactor when enough fingerprints are pending.
+    pub fn maybe_wake_compactor(&self) {
+        if self.options.manual_compaction {
+            return;
+        }
+        let due = {
+            let state = self.state.read();
+            state.pending.len() + state.tombstones.len()
+                >= self.merge_threshold(state.fingerprints())
+        };
+        if due {
+            let (lock, cv) = &self.wake;
+            let _g = lock.lock();
+            cv.notify_one();
+        }
+    }
+
+    /// The ids stored on disk for a fingerprint, in increasing order.
+    pub fn ids_on_disk(&self, fp: u64) -> Result<Vec<u64>> {
+        let mut ids = Vec::new();
+        let family = self.db.family(keys::IDS_FAMILY)?;
+        self.db.scan(
+            family,
+            &keys::fingerprint(fp),
+            |k, _| match keys::parse_id_pair(k) {
+                Some((f, id)) if f == fp => {
+                    ids.push(id);
+                    Ok(true)
+                }
+                Some(_) => Ok(false),
+                None => Err(Error::corrupt(
+                    crate::error::Location::Record {
+                        family: keys::IDS_FAMILY,
+                    },
+                    format!("key of {} bytes", k.len()),
+                )),
+            },
+        )?;
+        Ok(ids)
+    }
+}

@@ -1,0 +1,113 @@
+//! The in-memory view of the store that queries read: the table snapshots,
+//! the pending fingerprints (appended but not yet merged into blocks) and
+//! the tombstones (deleted from the tables but still in their blocks).
+//!
+//! A fingerprint `x` is live iff `x` is pending, or it is in the tables and
+//! not tombstoned. Invariants: tombstones ⊆ tables; no pending fingerprint
+//! is in the tables.
+
+use std::collections::{BTreeSet, HashSet};
+use std::sync::Arc;
+
+use crate::error::Result;
+use crate::plan::Plan;
+use crate::table::TableState;
+
+/// Pending fingerprints, kept once per table under that table's
+/// permutation so a query probes them exactly like the table itself.
+#[derive(Debug, Clone)]
+pub struct Pending {
+    per_table: Vec<BTreeSet<u64>>,
+}
+
+impl Pending {
+    /// An empty set for `tables` tables.
+    pub fn new(tables: usize) -> Self {
+        Self {
+            per_table: vec![BTreeSet::new(); tables],
+        }
+    }
+
+    /// Number of pending fingerprints.
+    pub fn len(&self) -> usize {
+        self.per_table.first().map_or(0, BTreeSet::len)
+    }
+
+    /// Adds a fingerprint.
+    pub fn insert(&mut self, plan: &Plan, fp: u64) {
+        for (set, spec) in self.per_table.iter_mut().zip(plan.tables()) {
+            set.insert(spec.permutation.apply(fp));
+        }
+    }
+
+    /// Removes a fingerprint.
+    pub fn remove(&mut self, plan: &Plan, fp: u64) {
+        for (set, spec) in self.per_table.iter_mut().zip(plan.tables()) {
+            set.remove(&spec.permutation.apply(fp));
+        }
+    }
+
+    /// Whether a fingerprint is pending.
+    pub fn contains(&self, plan: &Plan, fp: u64) -> bool {
+        match (self.per_table.first(), plan.tables().first()) {
+            (Some(set), Some(spec)) => set.contains(&spec.permutation.apply(fp)),
+            _ => false,
+        }
+    }
+
+    /// Permuted pending fingerprints of table `t` within `lo..=hi`.
+    pub fn range(&self, t: usize, lo: u64, hi: u64) -> impl Iterator<Item = u64> + '_ {
+        self.per_table
+            .get(t)
+            .into_iter()
+            .flat_map(move |s| s.range(lo..=hi).copied())
+    }
+
+    /// All pending fingerprints, unpermuted, in increasing order.
+    pub fn all(&self, plan: &Plan) -> Vec<u64> {
+        let (Some(set), Some(spec)) = (self.per_table.first(), plan.tables().first()) else {
+            return Vec::new();
+        };
+        let mut v: Vec<u64> = set.iter().map(|&p| spec.permutation.invert(p)).collect();
+        v.sort_unstable();
+        v
+    }
+}
+
+/// Everything a query reads, swapped or updated only under the store's
+/// state lock.
+#[derive(Debug, Clone)]
+pub struct State {
+    /// One snapshot per table; replaced whole by a compaction.
+    pub tables: Arc<Vec<TableState>>,
+    /// Appended, not yet merged.
+    pub pending: Pending,
+    /// Deleted, not yet removed from the blocks.
+    pub tombstones: HashSet<u64>,
+    /// Number of (fingerprint, id) pairs.
+    pub ids: u64,
+}
+
+impl State {
+    /// Whether `fp` is in the compressed tables (tombstoned or not).
+    pub fn in_tables(&self, plan: &Plan, fp: u64) -> Result<bool> {
+        match (self.tables.first(), plan.tables().first()) {
+            (Some(table), Some(spec)) => table.contains(spec.permutation.apply(fp)),
+            _ => Ok(false),
+        }
+    }
+
+    /// Whether `fp` is stored (live).
+    pub fn is_live(&self, plan: &Plan, fp: u64) -> Result<bool> {
+        if self.pending.contains(plan, fp) {
+            return Ok(true);
+        }
+        Ok(!self.tombstones.contains(&fp) && self.in_tables(plan, fp)?)
+    }
+
+    /// Number of live fingerprints.
+    pub fn fingerprints(&self) -> u64 {
+        let in_tables = self.tables.first().map_or(0, TableState::fingerprints);
+        in_tables.saturating_sub(self.tombstones.len() as u64) + self.pending.len() as u64
+    }
+}

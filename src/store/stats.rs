@@ -1,0 +1,71 @@
+//! `stats`: counts and sizes of a store.
+
+use std::path::Path;
+
+use super::shared::Shared;
+
+/// Counts and sizes of a store at one instant.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Stats {
+    /// Live fingerprints.
+    pub fingerprints: u64,
+    /// (fingerprint, id) pairs.
+    pub ids: u64,
+    /// Number of permuted tables.
+    pub tables: usize,
+    /// The largest distance the tables answer.
+    pub max_distance: u8,
+    /// Blocks over all tables.
+    pub blocks: u64,
+    /// Fingerprints appended but not yet merged into blocks.
+    pub pending: u64,
+    /// Fingerprints deleted but still in blocks.
+    pub tombstones: u64,
+    /// Encoded block bytes over all tables, headers included.
+    pub table_bytes: u64,
+    /// Bytes of all files in the store directory.
+    pub bytes_on_disk: u64,
+    /// Each table's prefix width, in table order.
+    pub prefix_bits: Vec<u8>,
+    /// The block count `r` of the plan.
+    pub plan_blocks: u8,
+    /// The expected size the plan was made for.
+    pub expected_size: u64,
+    /// The message of the last failed background compaction, if the most
+    /// recent one failed.
+    pub compaction_error: Option<String>,
+}
+
+pub(crate) fn stats(shared: &Shared) -> Stats {
+    let state = shared.state.read();
+    Stats {
+        fingerprints: state.fingerprints(),
+        ids: state.ids,
+        tables: state.tables.len(),
+        max_distance: shared.plan.max_distance(),
+        blocks: state.tables.iter().map(|t| t.keys().len() as u64).sum(),
+        pending: state.pending.len() as u64,
+        tombstones: state.tombstones.len() as u64,
+        table_bytes: state.tables.iter().map(|t| t.encoded_bytes()).sum(),
+        bytes_on_disk: dir_size(&shared.dir),
+        prefix_bits: shared.plan.tables().iter().map(|t| t.prefix_bits).collect(),
+        plan_blocks: shared.plan.blocks(),
+        expected_size: shared.expected_size,
+        compaction_error: shared.compaction_error.lock().clone(),
+    }
+}
+
+/// Total size of the files under `dir` (unreadable entries count as 0).
+fn dir_size(dir: &Path) -> u64 {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return 0;
+    };
+    entries
+        .flatten()
+        .map(|e| match e.metadata() {
+            Ok(m) if m.is_dir() => dir_size(&e.path()),
+            Ok(m) => m.len(),
+            Err(_) => 0,
+        })
+        .sum()
+}

@@ -1,0 +1,294 @@
+//! Merging added and removed fingerprints into a table, rewriting only the
+//! blocks the changes fall into (plus a neighbour when a rewritten run
+//! would end in an underfull block).
+
+use std::sync::Arc;
+
+use super::TableState;
+use crate::codec::{delta_histogram, encode_blocks, Code, SYMBOLS};
+use crate::error::{Error, Result};
+use crate::index;
+
+/// The result of merging changes into one table.
+#[derive(Debug, Clone)]
+pub struct MergeOutput {
+    /// The new in-memory table.
+    pub state: TableState,
+    /// Keys of old blocks that were rewritten or dropped.
+    pub removed: Vec<u64>,
+    /// New blocks `(key, bytes)`, in key order.
+    pub added: Vec<(u64, Arc<[u8]>)>,
+    /// A new code the added blocks use, to be stored under this id.
+    pub new_code: Option<(u32, Arc<Code>)>,
+}
+
+/// A maximal run of consecutive blocks touched by the changes, decoded and
+/// merged.
+struct Run {
+    start: usize,
+    end: usize,
+    fps: Vec<u64>,
+}
+
+/// Merges strictly increasing permuted `adds` into the table and removes
+/// the permuted `removes` (absent ones are ignored). Blocks are at most
+/// `block_size` bytes; a rewritten run whose last block would be less than
+/// half full absorbs the next block.
+pub fn merge(
+    old: &TableState,
+    adds: &[u64],
+    removes: &[u64],
+    block_size: usize,
+) -> Result<MergeOutput> {
+    let n = old.keys.len();
+    let block_of = |v: u64| index::locate(&old.keys, v).unwrap_or(0);
+    let mut changes: Vec<usize> = adds.iter().chain(removes).map(|&v| block_of(v)).collect();
+    changes.sort_unstable();
+    changes.dedup();
+    if n > 0 {
+        changes.retain(|&j| j < n);
+    }
+
+    // Pass 1: decode and merge every touched run.
+    let mut runs = Vec::new();
+    let mut scratch = Vec::new();
+    let mut i = 0;
+    while i < changes.len() {
+        let start = changes[i];
+        let mut end = start + 1;
+        i += 1;
+        while i < changes.len() && changes[i] == end {
+            end += 1;
+            i += 1;
+        }
+        let mut fps = Vec::new();
+        for j in start..end.min(n) {
+            old.decode_block(j, &mut scratch)?;
+            fps.extend_from_slice(&scratch);
+        }
+        let lo = if start == 0 { 0 } else { old.keys[start] };
+        let hi = if end >= n {
+            u64::MAX
+        } else {
+            old.keys[end] - 1
+        };
+        let run_adds = slice_in(adds, lo, hi);
+        let run_removes = slice_in(removes, lo, hi);
+        runs.push(Run {
+            start,
+            end: end.min(n),
+            fps: apply(&fps, run_adds, run_removes),
+        });
+    }
+
+    // Choose the code from the measured distribution of what is rewritten.
+    let mut counts = [0u64; SYMBOLS];
+    for run in &runs {
+        delta_histogram(&run.fps, &mut counts);
+    }
+    let (codes, new_code) = match old.codes.rebuild_for(&counts) {
+        Some(code) => {
+            let (id, book) = old.codes.with(code);
+            let book = Arc::new(book);
+            let code = book.get(id).map(|c| Arc::new(c.clone()));
+            (book, code.map(|c| (id, c)))
+        }
+        None => (Arc::clone(&old.codes), None),
+    };
+    let (code_id, code) = codes
+        .current()
+        .ok_or_else(|| Error::InvalidArgument("table has no code after merge".into()))?;
+
+    // Pass 2: re-encode the runs, absorbing a neighbour after an underfull tail.
+    let mut keys = Vec::with_capacity(n + runs.len());
+    let mut blocks: Vec<Arc<[u8]>> = Vec::with_capacity(n + runs.len());
+    let mut removed = Vec::new();
+    let mut added = Vec::new();
+    let mut carry: Vec<u64> = Vec::new();
+    let mut runs = runs.into_iter().peekable();
+    let mut j = 0;
+    loop {
+        let fps = if runs.peek().is_some_and(|r| r.start == j) {
+            let run = runs.next().unwrap_or_else(|| unreachable!("peeked"));
+            removed.extend_from_slice(&old.keys[run.start..run.end]);
+            j = run.end;
+            take_joined(&mut carry, run.fps)
+        } else if !carry.is_empty() && j < n {
+            old.decode_block(j, &mut scratch)?;
+            removed.push(old.keys[j]);
+            j += 1;
+            take_joined(&mut carry, std::mem::take(&mut scratch))
+        } else if j < n {
+            keys.push(old.keys[j]);
+            blocks.push(Arc::clone(&old.blocks[j]));
+            j += 1;
+            continue;
+        } else if !carry.is_empty() {
+            std::mem::take(&mut carry)
+        } else {
+            break;
+        };
+        let mut encoded = encode_blocks(&fps, code, code_id, block_size).map_err(|e| {
+            Error::InvalidArgument(format!("merge produced unencodable input: {e}"))
+        })?;
+        if j < n && encoded.last().is_some_and(|b| b.len() < block_size / 2) {
+            if let Some(tail) = encoded.pop() {
+                let count = crate::table::header_count(&tail) as usize;
+                carry = fps[fps.len() - count..].to_vec();
+            }
+        }
+        let mut offset = 0;
+        for bytes in encoded {
+            let key = fps[offset];
+            offset += crate::table::header_count(&bytes) as usize;
+            let bytes: Arc<[u8]> = bytes.into();
+            keys.push(key);
+            blocks.push(Arc::clone(&bytes));
+            added.push((key, bytes));
+        }
+    }
+    let state = TableState::new(old.number, keys, blocks, codes);
+    Ok(MergeOutput {
+        state,
+        removed,
+        added,
+        new_code,
+    })
+}
+
+/// `carry` followed by `more`, leaving `carry` empty.
+fn take_joined(carry: &mut Vec<u64>, more: Vec<u64>) -> Vec<u64> {
+    if carry.is_empty() {
+        return more;
+    }
+    let mut v = std::mem::take(carry);
+    v.extend_from_slice(&more);
+    v
+}
+
+/// The part of sorted `values` within `lo..=hi`.
+fn slice_in(values: &[u64], lo: u64, hi: u64) -> &[u64] {
+    let a = values.partition_point(|&v| v < lo);
+    let b = values.partition_point(|&v| v <= hi);
+    &values[a..b.max(a)]
+}
+
+/// Sorted `(fps ∖ removes) ∪ adds` without duplicates.
+fn apply(fps: &[u64], adds: &[u64], removes: &[u64]) -> Vec<u64> {
+    let mut out = Vec::with_capacity(fps.len() + adds.len());
+    let (mut a, mut r) = (0, 0);
+    let push = |v: u64, out: &mut Vec<u64>| {
+        if out.last() != Some(&v) {
+            out.push(v);
+        }
+    };
+    for &fp in fps {
+        while a < adds.len() && adds[a] < fp {
+            push(adds[a], &mut out);
+            a += 1;
+        }
+        while r < removes.len() && removes[r] < fp {
+            r += 1;
+        }
+        if r < removes.len() && removes[r] == fp {
+            continue;
+        }
+        push(fp, &mut out);
+    }
+    for &v in &adds[a..] {
+        push(v, &mut out);
+    }
+    out
+}
+
+/// A table with no blocks and no codes.
+#[cfg(test)]
+fn empty(number: usize) -> TableState {
+    TableState::new(
+        number,
+        Vec::new(),
+        Vec::new(),
+        Arc::new(super::Codebook::default()),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::BTreeSet;
+
+    fn all(t: &TableState) -> Vec<u64> {
+        let mut out = Vec::new();
+        let mut scratch = Vec::new();
+        for j in 0..t.keys.len() {
+            t.decode_block(j, &mut scratch).unwrap();
+            assert_eq!(scratch[0], t.keys[j]);
+            out.extend_from_slice(&scratch);
+        }
+        out
+    }
+
+    #[test]
+    fn merges_match_a_set_model_with_tiny_blocks() {
+        let mut x = 99u64;
+        let mut next = |m: u64| {
+            x = x
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            (x >> 11) % m
+        };
+        for block_size in [40usize, 64, 1024] {
+            let mut model = BTreeSet::new();
+            let mut t = empty(0);
+            for round in 0..40 {
+                let space = if round % 3 == 0 {
+                    1 << 20
+                } else {
+                    u64::MAX >> 1
+                };
+                let adds: BTreeSet<u64> = (0..next(300)).map(|_| next(space)).collect();
+                let mut removes: BTreeSet<u64> =
+                    model.iter().copied().filter(|_| next(4) == 0).collect();
+                removes.extend((0..3).map(|_| next(space)));
+                let adds: Vec<u64> = adds.into_iter().filter(|v| !removes.contains(v)).collect();
+                let removes: Vec<u64> = removes.into_iter().collect();
+                let out = merge(&t, &adds, &removes, block_size).unwrap();
+                for v in &removes {
+                    model.remove(v);
+                }
+                model.extend(adds.iter().copied());
+                let got = all(&out.state);
+                assert_eq!(got, model.iter().copied().collect::<Vec<_>>());
+                assert_eq!(out.state.fingerprints(), model.len() as u64);
+                assert!(out.state.blocks().iter().all(|b| b.len() <= block_size));
+                // Blocks not rewritten are shared, not copied.
+                let kept = out.state.keys().len() - out.added.len();
+                assert_eq!(kept, t.keys().len() - out.removed.len());
+                // Underfull blocks only at a table's end or next to one that is.
+                let under: Vec<bool> = out
+                    .state
+                    .blocks()
+                    .iter()
+                    .map(|b| b.len() < block_size / 2)
+                    .collect();
+                assert!(under.windows(2).all(|w| !(w[0] && w[1])) || block_size == 40);
+                t = out.state;
+            }
+        }
+    }
+
+    #[test]
+    fn small_merge_touches_few_blocks() {
+        let base: Vec<u64> = (0..20_000u64).map(|i| i * 0x0000_1000_0000_0001).collect();
+        let full = merge(&empty(0), &base, &[], 1024).unwrap();
+        let blocks = full.state.keys().len();
+        assert!(blocks > 50);
+        let out = merge(&full.state, &[base[5000] + 1], &[], 1024).unwrap();
+        assert!(
+            out.removed.len() <= 2,
+            "rewrote {} of {blocks} blocks",
+            out.removed.len()
+        );
+        assert!(out.added.len() <= 3);
+    }
+}

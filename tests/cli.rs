@@ -1,0 +1,343 @@
+//! The CLI contract: commands, input lines, output shapes, exit codes.
+
+mod common;
+
+use std::io::{BufRead, BufReader, Write};
+use std::path::Path;
+use std::process::{Command, Output, Stdio};
+
+use common::{Model, Rng};
+
+fn bin() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_simstore"))
+}
+
+fn run(args: &[&str], stdin: &str) -> Output {
+    let mut child = bin()
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(stdin.as_bytes())
+        .unwrap();
+    child.wait_with_output().unwrap()
+}
+
+fn ok(args: &[&str], stdin: &str) -> String {
+    let out = run(args, stdin);
+    assert!(
+        out.status.success(),
+        "{args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+fn expected_line(q: u64, matches: &[(u32, u64, Vec<u64>)]) -> String {
+    let m: Vec<String> = matches
+        .iter()
+        .map(|(d, f, ids)| {
+            let ids: Vec<String> = ids.iter().map(u64::to_string).collect();
+            format!(
+                "{{\"fingerprint\":\"{f:016x}\",\"distance\":{d},\"ids\":[{}]}}",
+                ids.join(",")
+            )
+        })
+        .collect();
+    format!("{{\"query\":\"{q:016x}\",\"matches\":[{}]}}", m.join(","))
+}
+
+fn json_field(json: &str, field: &str) -> u64 {
+    let at = json
+        .find(&format!("\"{field}\":"))
+        .unwrap_or_else(|| panic!("{field} missing in {json}"));
+    json[at + field.len() + 3..]
+        .chars()
+        .take_while(char::is_ascii_digit)
+        .collect::<String>()
+        .parse()
+        .unwrap()
+}
+
+fn dir_str(p: &Path) -> &str {
+    p.to_str().unwrap()
+}
+
+#[test]
+fn add_query_delete_compact_stats_verify_agree_with_brute_force() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("s");
+    let d = dir_str(&dir);
+    ok(
+        &[
+            "create",
+            d,
+            "--max-distance",
+            "3",
+            "--expected-size",
+            "5000",
+            "--block-size",
+            "64",
+        ],
+        "",
+    );
+    let mut rng = Rng(42);
+    let mut model = Model::default();
+    let data = common::clustered(3000, &mut rng);
+    let mut input = String::new();
+    for (i, &fp) in data.iter().enumerate() {
+        if i % 3 == 0 {
+            input.push_str(&format!("0x{fp:016X}\n"));
+            model.insert(fp, None);
+        } else {
+            input.push_str(&format!("{fp:016x} {i}\n"));
+            model.insert(fp, Some(i as u64));
+        }
+    }
+    let acks = ok(&["add", d, "--ack", "--durability", "buffered"], &input);
+    assert_eq!(acks.lines().last(), Some("acked 3000"));
+    let qs = common::queries(&data, 300, &mut rng);
+    let qinput: String = qs.iter().map(|q| format!("{q:016x}\n")).collect();
+    let check = |model: &Model| {
+        for k in [0u32, 1, 2, 3] {
+            let ks = k.to_string();
+            let expect: Vec<String> = qs
+                .iter()
+                .map(|&q| expected_line(q, &model.query(q, k)))
+                .collect();
+            let got = ok(&["query", d, "--max-distance", &ks], &qinput);
+            assert_eq!(got.lines().collect::<Vec<_>>(), expect, "k={k}");
+            let got = ok(&["query", d, "--max-distance", &ks, "--batch"], &qinput);
+            assert_eq!(got.lines().collect::<Vec<_>>(), expect, "batch k={k}");
+            let first = ok(&["query", d, "--max-distance", &ks, "--first"], &qinput);
+            for (line, &q) in first.lines().zip(&qs) {
+                let all = model.query(q, k);
+                if all.is_empty() {
+                    assert_eq!(line, expected_line(q, &[]));
+                } else {
+                    assert!(
+                        all.iter()
+                            .any(|m| line == expected_line(q, std::slice::from_ref(m))),
+                        "{line}"
+                    );
+                }
+            }
+        }
+        let stats = ok(&["stats", d], "");
+        assert_eq!(json_field(&stats, "fingerprints"), model.fps.len() as u64);
+        assert_eq!(json_field(&stats, "ids"), model.ids());
+        assert_eq!(json_field(&stats, "tables"), 4);
+        assert_eq!(json_field(&stats, "max_distance"), 3);
+        for f in ["blocks", "pending", "bytes_on_disk", "table_bytes"] {
+            json_field(&stats, f);
+        }
+        let verify = ok(&["verify", d], "");
+        assert!(verify.contains("\"ok\":true"), "{verify}");
+    };
+    check(&model);
+    let compact = ok(&["compact", d], "");
+    assert!(compact.contains("\"merged\":"), "{compact}");
+    assert_eq!(json_field(&ok(&["stats", d], ""), "pending"), 0);
+    check(&model);
+
+    let mut del = String::new();
+    for (i, (&fp, ids)) in model.fps.clone().iter().enumerate() {
+        if i % 4 == 0 {
+            del.push_str(&format!("{fp:016x}\n"));
+            model.delete_fingerprint(fp);
+        } else if i % 4 == 1 {
+            if let Some(&id) = ids.iter().next() {
+                del.push_str(&format!("{fp:016x} {id}\n"));
+                model.delete(fp, id);
+            }
+        }
+    }
+    ok(&["delete", d], &del);
+    check(&model);
+    ok(&["compact", d], "");
+    check(&model);
+}
+
+#[test]
+fn malformed_line_stops_with_its_number_and_keeps_earlier_lines() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("s");
+    let d = dir_str(&dir);
+    ok(&["create", d], "");
+    let input = "0000000000000001 1\n0000000000000002\nnot-a-fingerprint\n0000000000000003 3\n";
+    let out = run(&["add", d, "--ack"], input);
+    assert_eq!(out.status.code(), Some(3));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("line 3"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        String::from_utf8(out.stdout).unwrap().lines().last(),
+        Some("acked 2")
+    );
+    let q = ok(
+        &["query", d, "--max-distance", "0"],
+        "0000000000000001\n0000000000000002\n0000000000000003\n",
+    );
+    let lines: Vec<&str> = q.lines().collect();
+    assert!(
+        lines[0].contains("\"ids\":[1]")
+            && lines[1].contains("\"distance\":0")
+            && lines[2].ends_with("[]}")
+    );
+
+    for (bad, line) in [
+        ("0000000000000001 -5\n", 1),
+        ("\n0000000000000001 1 2\n", 2),
+        ("00000000000000011\n", 1),
+    ] {
+        let out = run(&["add", d], bad);
+        assert_eq!(out.status.code(), Some(3), "{bad:?}");
+        assert!(String::from_utf8_lossy(&out.stderr).contains(&format!("line {line}:")));
+    }
+    let out = run(&["query", d], "0000000000000001\nxyz\n");
+    assert_eq!(out.status.code(), Some(3));
+    assert_eq!(String::from_utf8(out.stdout).unwrap().lines().count(), 1);
+    let out = run(&["delete", d], "0000000000000001 1\n0000000000000002 x\n");
+    assert_eq!(out.status.code(), Some(3));
+    let q = ok(&["query", d, "--max-distance", "0"], "0000000000000001\n");
+    assert!(
+        q.contains("\"matches\":[]"),
+        "the delete before the bad line must be applied: {q}"
+    );
+}
+
+#[test]
+fn store_errors_have_their_exit_codes() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("s");
+    let d = dir_str(&dir);
+    ok(&["create", d, "--max-distance", "2"], "");
+    assert_eq!(run(&["create", d], "").status.code(), Some(4));
+    assert_eq!(
+        run(&["query", d, "--max-distance", "3"], "0000000000000001\n")
+            .status
+            .code(),
+        Some(6)
+    );
+    let plain = tmp.path().join("plain");
+    std::fs::create_dir(&plain).unwrap();
+    assert_eq!(run(&["stats", dir_str(&plain)], "").status.code(), Some(4));
+    assert_eq!(std::fs::read_dir(&plain).unwrap().count(), 0);
+    assert_eq!(
+        run(&["create", d, "--tables", "7"], "").status.code(),
+        Some(4)
+    );
+    assert_eq!(run(&["frobnicate"], "").status.code(), Some(2));
+    let help = ok(&["--help"], "");
+    assert!(help.contains("Exit codes"));
+}
+
+#[test]
+fn second_process_gets_a_clear_error() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("s");
+    let d = dir_str(&dir);
+    ok(&["create", d], "");
+    let mut holder = bin()
+        .args(["add", d, "--ack"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = holder.stdin.take().unwrap();
+    let mut stdout = BufReader::new(holder.stdout.take().unwrap());
+    stdin.write_all(b"00000000000000aa 1\n").unwrap();
+    stdin.flush().unwrap();
+    let mut line = String::new();
+    stdout.read_line(&mut line).unwrap();
+    assert_eq!(line.trim(), "acked 1");
+    let out = run(&["stats", d], "");
+    assert_eq!(out.status.code(), Some(4));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("already open"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    drop(stdin);
+    assert!(holder.wait().unwrap().success());
+    assert!(ok(&["query", d, "--max-distance", "0"], "00000000000000aa\n").contains("\"ids\":[1]"));
+}
+
+#[test]
+fn killed_add_loses_no_acknowledged_line_and_grows_no_phantom() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("s");
+    let d = dir_str(&dir);
+    ok(&["create", d, "--block-size", "64"], "");
+    let mut rng = Rng(7);
+    let mut sent: Vec<u64> = Vec::new();
+    let mut acked: Vec<std::ops::Range<usize>> = Vec::new();
+    for (cycle, durability) in ["sync", "buffered", "sync", "buffered"].iter().enumerate() {
+        let mut child = bin()
+            .args(["add", d, "--ack", "--durability", durability])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut stdin = child.stdin.take().unwrap();
+        let mut stdout = BufReader::new(child.stdout.take().unwrap());
+        let start = sent.len();
+        let mut line = String::new();
+        let mut run_acked = 0;
+        for round in 0..(5 + cycle * 3) {
+            let mut chunk = String::new();
+            for _ in 0..(1 + round * 37 % 400) {
+                let fp = rng.next();
+                chunk.push_str(&format!("{fp:016x} {}\n", sent.len()));
+                sent.push(fp);
+            }
+            stdin.write_all(chunk.as_bytes()).unwrap();
+            stdin.flush().unwrap();
+            line.clear();
+            stdout.read_line(&mut line).unwrap();
+            let n: usize = line.trim().strip_prefix("acked ").unwrap().parse().unwrap();
+            run_acked = run_acked.max(n);
+        }
+        // More input in flight, then SIGKILL without waiting for its ack.
+        let mut chunk = String::new();
+        for _ in 0..500 {
+            let fp = rng.next();
+            chunk.push_str(&format!("{fp:016x} {}\n", sent.len()));
+            sent.push(fp);
+        }
+        let _ = stdin.write_all(chunk.as_bytes());
+        child.kill().unwrap();
+        child.wait().unwrap();
+        assert!(run_acked > 0);
+        acked.push(start..start + run_acked);
+        if cycle == 1 {
+            ok(&["compact", d], "");
+        }
+    }
+    let qinput: String = sent.iter().map(|q| format!("{q:016x}\n")).collect();
+    let out = ok(&["query", d, "--max-distance", "0"], &qinput);
+    let found: Vec<bool> = out
+        .lines()
+        .map(|l| !l.ends_with("\"matches\":[]}"))
+        .collect();
+    assert_eq!(found.len(), sent.len());
+    for i in acked.into_iter().flatten() {
+        assert!(found[i], "acknowledged line {i} lost");
+    }
+    let stats = ok(&["stats", d], "");
+    let present = found.iter().filter(|&&f| f).count() as u64;
+    assert_eq!(
+        json_field(&stats, "fingerprints"),
+        present,
+        "phantom fingerprints"
+    );
+    assert!(ok(&["verify", d], "").contains("\"ok\":true"));
+}

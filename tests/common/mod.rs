@@ -1,0 +1,149 @@
+//! Shared test helpers: data generators and the brute-force oracle.
+#![allow(dead_code)]
+
+use std::collections::{BTreeMap, BTreeSet};
+
+/// SplitMix64: small, deterministic, good enough for test data.
+pub struct Rng(pub u64);
+
+impl Rng {
+    pub fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+
+    pub fn below(&mut self, n: u64) -> u64 {
+        self.next() % n.max(1)
+    }
+
+    /// `fp` with exactly `bits` distinct bits flipped.
+    pub fn flip(&mut self, fp: u64, bits: u32) -> u64 {
+        let mut out = fp;
+        while (out ^ fp).count_ones() < bits {
+            out ^= 1u64 << self.below(64);
+        }
+        out
+    }
+}
+
+/// Uniformly random fingerprints.
+pub fn random(n: usize, rng: &mut Rng) -> Vec<u64> {
+    (0..n).map(|_| rng.next()).collect()
+}
+
+/// Near-duplicate-heavy fingerprints: a few cluster centres, members a few
+/// bits away, many exact duplicates, an all-zero spike and a dense run of
+/// consecutive values.
+pub fn clustered(n: usize, rng: &mut Rng) -> Vec<u64> {
+    let centres: Vec<u64> = (0..(n / 50).max(2)).map(|_| rng.next()).collect();
+    (0..n)
+        .map(|i| match rng.below(10) {
+            0 => 0,
+            1 => u64::MAX - (i as u64 % 3),
+            2 => 0x5555_0000_0000_0000 + (i as u64 % 500),
+            3 | 4 => centres[rng.below(centres.len() as u64) as usize],
+            _ => {
+                let c = centres[rng.below(centres.len() as u64) as usize];
+                let bits = 1 + rng.below(4) as u32;
+                rng.flip(c, bits)
+            }
+        })
+        .collect()
+}
+
+/// Queries for a stored set: stored values, values 1..=4 bits away, random.
+pub fn queries(stored: &[u64], n: usize, rng: &mut Rng) -> Vec<u64> {
+    (0..n)
+        .map(|i| {
+            if stored.is_empty() || i % 4 == 3 {
+                return rng.next();
+            }
+            let base = stored[rng.below(stored.len() as u64) as usize];
+            let bits = (i % 5) as u32;
+            rng.flip(base, bits)
+        })
+        .collect()
+}
+
+/// The model: fingerprint -> ids.
+#[derive(Debug, Default, Clone)]
+pub struct Model {
+    pub fps: BTreeMap<u64, BTreeSet<u64>>,
+}
+
+impl Model {
+    pub fn insert(&mut self, fp: u64, id: Option<u64>) {
+        let ids = self.fps.entry(fp).or_default();
+        if let Some(id) = id {
+            ids.insert(id);
+        }
+    }
+
+    pub fn delete(&mut self, fp: u64, id: u64) {
+        if let Some(ids) = self.fps.get_mut(&fp) {
+            if ids.remove(&id) && ids.is_empty() {
+                self.fps.remove(&fp);
+            }
+        }
+    }
+
+    pub fn delete_fingerprint(&mut self, fp: u64) {
+        self.fps.remove(&fp);
+    }
+
+    /// Brute force: (distance, fingerprint, ids) sorted by distance then fp.
+    pub fn query(&self, q: u64, k: u32) -> Vec<(u32, u64, Vec<u64>)> {
+        let mut v: Vec<(u32, u64, Vec<u64>)> = self
+            .fps
+            .iter()
+            .map(|(&f, ids)| ((f ^ q).count_ones(), f, ids.iter().copied().collect()))
+            .filter(|(d, _, _)| *d <= k)
+            .collect();
+        v.sort();
+        v
+    }
+
+    pub fn ids(&self) -> u64 {
+        self.fps.values().map(|s| s.len() as u64).sum()
+    }
+}
+
+/// A store's answer in the model's shape.
+pub fn shape(matches: &[simstore::Match]) -> Vec<(u32, u64, Vec<u64>)> {
+    matches
+        .iter()
+        .map(|m| (m.distance, m.fingerprint, m.ids.clone()))
+        .collect()
+}
+
+/// Checks every query path against the model for the given queries and
+/// every distance up to the store's maximum.
+pub fn check_store(store: &simstore::Store, model: &Model, queries: &[u64]) {
+    for k in 0..=u32::from(store.max_distance()) {
+        let batch = store.query_batch(queries, k).unwrap();
+        assert_eq!(batch.len(), queries.len());
+        for (i, &q) in queries.iter().enumerate() {
+            let expect = model.query(q, k);
+            let got = shape(&store.query(q, k).unwrap());
+            assert_eq!(got, expect, "query {q:016x} k={k}");
+            assert_eq!(shape(&batch[i]), expect, "batch query {q:016x} k={k}");
+            match store.query_first(q, k).unwrap() {
+                Some(m) => assert!(
+                    expect.contains(&(m.distance, m.fingerprint, m.ids.clone())),
+                    "first {q:016x}"
+                ),
+                None => assert!(expect.is_empty(), "first-match missed {q:016x} k={k}"),
+            }
+        }
+    }
+    let stats = store.stats();
+    assert_eq!(
+        stats.fingerprints,
+        model.fps.len() as u64,
+        "fingerprint count"
+    );
+    assert_eq!(stats.ids, model.ids(), "id count");
+}

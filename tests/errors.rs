@@ -1,0 +1,226 @@
+//! Every documented error: precise, typed, and leaving the store intact.
+
+mod common;
+
+use std::path::Path;
+
+use simstore::{Error, Location, Options, Store};
+
+fn raw_db(store_dir: &Path) -> rocksdb::DB {
+    let path = store_dir.join("db");
+    let opts = rocksdb::Options::default();
+    let names = rocksdb::DB::list_cf(&opts, &path).unwrap();
+    rocksdb::DB::open_cf(&opts, &path, names).unwrap()
+}
+
+fn filled(path: &Path, n: u64) -> Store {
+    let store =
+        Store::create(path, &Options::new().block_size(64).manual_compaction(true)).unwrap();
+    let mut rng = common::Rng(n);
+    let pairs: Vec<(u64, u64)> = (0..n).map(|i| (rng.next(), i)).collect();
+    store.insert_batch(&pairs).unwrap();
+    store.compact().unwrap();
+    store
+}
+
+#[test]
+fn not_a_store_is_refused_untouched() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("notes.txt"), "mine").unwrap();
+    match Store::open(dir.path(), &Options::new()) {
+        Err(Error::NotAStore { path }) => assert_eq!(path, dir.path()),
+        other => panic!("expected NotAStore, got {other:?}"),
+    }
+    let entries: Vec<_> = std::fs::read_dir(dir.path()).unwrap().collect();
+    assert_eq!(
+        entries.len(),
+        1,
+        "open wrote into a directory that is not a store"
+    );
+    assert!(matches!(
+        Store::open(dir.path().join("missing"), &Options::new()),
+        Err(Error::NotAStore { .. })
+    ));
+    assert!(!dir.path().join("missing").exists());
+    match Store::create(dir.path(), &Options::new()) {
+        Err(Error::AlreadyExists { .. }) => {}
+        other => panic!("expected AlreadyExists, got {other:?}"),
+    }
+}
+
+#[test]
+fn create_twice_and_second_handle_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("s");
+    let store = Store::create(&path, &Options::new()).unwrap();
+    store.insert(7, 1).unwrap();
+    assert!(matches!(
+        Store::create(&path, &Options::new()),
+        Err(Error::AlreadyExists { .. })
+    ));
+    match Store::open(&path, &Options::new()) {
+        Err(Error::Locked { path: p }) => assert_eq!(p, path),
+        other => panic!("expected Locked, got {other:?}"),
+    }
+    drop(store);
+    let store = Store::open(&path, &Options::new()).unwrap();
+    assert_eq!(store.query(7, 0).unwrap()[0].ids, vec![1]);
+}
+
+#[test]
+fn contradicting_options_on_reopen() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("s");
+    drop(Store::create(&path, &Options::new().max_distance(3)).unwrap());
+    let cases = [
+        (Options::new().max_distance(2), "max_distance", "3", "2"),
+        (Options::new().tables(10), "tables", "4", "10"),
+        (Options::new().block_size(512), "block_size", "1024", "512"),
+        (
+            Options::new().expected_size(10_000_000_000),
+            "expected_size",
+            "10000000",
+            "10000000000",
+        ),
+    ];
+    for (opts, option, stored, requested) in cases {
+        match Store::open(&path, &opts) {
+            Err(Error::IncompatibleOptions {
+                option: o,
+                stored: s,
+                requested: r,
+            }) => {
+                assert_eq!((o, s.as_str(), r.as_str()), (option, stored, requested));
+            }
+            other => panic!("expected IncompatibleOptions for {option}, got {other:?}"),
+        }
+    }
+    // Matching creation options are fine.
+    drop(Store::open(&path, &Options::new().max_distance(3).tables(4)).unwrap());
+}
+
+#[test]
+fn impossible_plans_are_typed_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    assert!(matches!(
+        Store::create(dir.path().join("a"), &Options::new().tables(7)),
+        Err(Error::Plan(simstore::plan::PlanError::NoSuchTableCount {
+            tables: 7,
+            ..
+        }))
+    ));
+    assert!(matches!(
+        Store::create(dir.path().join("b"), &Options::new().max_distance(9)),
+        Err(Error::Plan(
+            simstore::plan::PlanError::DistanceUnsupported {
+                asked: 9,
+                supported: 8
+            }
+        ))
+    ));
+    assert!(!dir.path().join("a").exists() && !dir.path().join("b").exists());
+}
+
+#[test]
+fn newer_format_version_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("s");
+    drop(Store::create(&path, &Options::new()).unwrap());
+    std::fs::write(path.join("SIMSTORE"), "simstore store\nformat 2\n").unwrap();
+    match Store::open(&path, &Options::new()) {
+        Err(Error::UnsupportedVersion {
+            found: 2,
+            supported: 1,
+            ..
+        }) => {}
+        other => panic!("expected UnsupportedVersion, got {other:?}"),
+    }
+}
+
+#[test]
+fn corrupt_block_is_reported_by_query_and_verify() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("s");
+    let plan = filled(&path, 500).plan().clone();
+    let (key, len) = {
+        let db = raw_db(&path);
+        let cf = db.cf_handle("table-001").unwrap();
+        let mut it = db.raw_iterator_cf(cf);
+        it.seek_to_first();
+        it.next();
+        let key = u64::from_be_bytes(it.key().unwrap().try_into().unwrap());
+        let mut value = it.value().unwrap().to_vec();
+        let len = value.len();
+        value[len - 1] ^= 0x01;
+        db.put_cf(cf, key.to_be_bytes(), &value).unwrap();
+        (key, len)
+    };
+    assert!(len > 19);
+    let store = Store::open(&path, &Options::new()).unwrap();
+    let q = plan.tables()[1].permutation.invert(key);
+    match store.query(q, 3) {
+        Err(Error::Corrupt {
+            location: Location::Block { table: 1, key: k },
+            reason,
+        }) => {
+            assert_eq!(k, key);
+            assert!(reason.contains("checksum"), "{reason}");
+        }
+        other => panic!("expected block corruption, got {other:?}"),
+    }
+    assert!(matches!(
+        store.query_batch(&[q], 3),
+        Err(Error::Corrupt { .. })
+    ));
+    let report = store.verify().unwrap();
+    assert!(!report.ok());
+    assert!(
+        report
+            .problems
+            .iter()
+            .any(|p| p.contains(&format!("table 1 block {key:016x}")) && p.contains("checksum")),
+        "{:?}",
+        report.problems
+    );
+}
+
+#[test]
+fn corrupt_manifest_and_code_are_reported_at_open() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("s");
+    drop(filled(&path, 300));
+    {
+        let db = raw_db(&path);
+        let cf = db.cf_handle("codes").unwrap();
+        let mut it = db.raw_iterator_cf(cf);
+        it.seek_to_first();
+        let key = it.key().unwrap().to_vec();
+        let mut value = it.value().unwrap().to_vec();
+        value[10] ^= 0x40;
+        db.put_cf(cf, &key, &value).unwrap();
+    }
+    match Store::open(&path, &Options::new()) {
+        Err(Error::Corrupt {
+            location:
+                Location::Code {
+                    table: 0,
+                    code_id: 0,
+                },
+            ..
+        }) => {}
+        other => panic!("expected code corruption, got {other:?}"),
+    }
+    {
+        let db = raw_db(&path);
+        let mut m = db.get(b"manifest").unwrap().unwrap();
+        m[12] ^= 0x01;
+        db.put(b"manifest", &m).unwrap();
+    }
+    match Store::open(&path, &Options::new()) {
+        Err(Error::Corrupt {
+            location: Location::Manifest,
+            ..
+        }) => {}
+        other => panic!("expected manifest corruption, got {other:?}"),
+    }
+}

@@ -1,0 +1,182 @@
+//! Every query path against a brute-force oracle, on random and clustered
+//! data, at several sizes and table plans, across appends, compaction,
+//! deletion and reopen, with tiny blocks so splits and multi-block probes
+//! are exercised.
+
+mod common;
+
+use common::{check_store, clustered, queries, random, Model, Rng};
+use simstore::{Op, Options, Store};
+
+fn scenario(data: &[u64], options: Options, seed: u64) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("s");
+    let mut rng = Rng(seed);
+    let mut model = Model::default();
+    let store = Store::create(&path, &options.clone().manual_compaction(true)).unwrap();
+    let half = data.len() / 2;
+    let (first, second) = data.split_at(half);
+
+    // Pending only.
+    for (i, chunk) in first.chunks(97).enumerate() {
+        let ops: Vec<Op> = chunk
+            .iter()
+            .enumerate()
+            .map(|(j, &fp)| {
+                let id = (i * 97 + j) as u64;
+                let id = (id % 5 != 0).then_some(id);
+                model.insert(fp, id);
+                Op::Insert {
+                    fingerprint: fp,
+                    id,
+                }
+            })
+            .collect();
+        store.apply(ops).unwrap();
+    }
+    let qs = queries(data, 120, &mut rng);
+    check_store(&store, &model, &qs);
+
+    // Compacted, then a mix of blocks and pending.
+    store.compact().unwrap();
+    check_store(&store, &model, &qs);
+    for (j, &fp) in second.iter().enumerate() {
+        let id = (half + j) as u64;
+        model.insert(fp, Some(id));
+        store.insert(fp, id).unwrap();
+    }
+    check_store(&store, &model, &qs);
+
+    // Deletions of pairs and of whole fingerprints, some pending, some in blocks.
+    let stored: Vec<u64> = model.fps.keys().copied().collect();
+    for (i, &fp) in stored.iter().enumerate() {
+        match i % 7 {
+            0 => {
+                model.delete_fingerprint(fp);
+                assert!(store.delete_fingerprint(fp).unwrap());
+            }
+            1 => {
+                if let Some(&id) = model.fps[&fp].iter().next() {
+                    model.delete(fp, id);
+                    assert!(store.delete(fp, id).unwrap());
+                }
+            }
+            _ => {}
+        }
+    }
+    assert!(!store.delete(0x1234_5678_9abc_def0, 999_999_999).unwrap());
+    check_store(&store, &model, &qs);
+
+    // Reopen with pending work and tombstones; then compact and reopen.
+    drop(store);
+    let store = Store::open(&path, &Options::new().manual_compaction(true)).unwrap();
+    check_store(&store, &model, &qs);
+    store.compact().unwrap();
+    check_store(&store, &model, &qs);
+    // Reinsert some deleted fingerprints and delete some again.
+    for (i, &fp) in stored
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| i % 7 == 0)
+        .take(40)
+    {
+        model.insert(fp, Some(i as u64));
+        store.insert(fp, i as u64).unwrap();
+    }
+    check_store(&store, &model, &qs);
+    drop(store);
+    let store = Store::open(&path, &Options::new()).unwrap();
+    check_store(&store, &model, &qs);
+    store.compact().unwrap();
+    check_store(&store, &model, &qs);
+    let report = store.verify().unwrap();
+    assert!(report.ok(), "{:?}", report.problems);
+    assert_eq!(report.fingerprints, model.fps.len() as u64);
+}
+
+#[test]
+fn random_data_small_blocks() {
+    for n in [0usize, 1, 40, 2500] {
+        let data = random(n, &mut Rng(n as u64));
+        scenario(&data, Options::new().block_size(48), 1);
+    }
+}
+
+#[test]
+fn clustered_data_small_blocks() {
+    for n in [1usize, 60, 3000] {
+        let data = clustered(n, &mut Rng(n as u64 + 11));
+        scenario(&data, Options::new().block_size(64), 2);
+    }
+}
+
+#[test]
+fn clustered_data_default_blocks_and_larger_plans() {
+    let data = clustered(4000, &mut Rng(5));
+    scenario(&data, Options::new().tables(10), 3);
+    scenario(&data, Options::new().max_distance(2).block_size(100), 4);
+    scenario(&data, Options::new().max_distance(0).block_size(40), 5);
+    scenario(&data, Options::new().max_distance(4).block_size(80), 6);
+}
+
+#[test]
+fn random_data_default_settings() {
+    let data = random(20_000, &mut Rng(77));
+    scenario(&data, Options::new(), 7);
+}
+
+#[test]
+fn background_compaction_merges_while_answering() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::create(
+        dir.path().join("s"),
+        &Options::new().block_size(64).merge_threshold(100),
+    )
+    .unwrap();
+    let mut rng = Rng(9);
+    let mut model = Model::default();
+    let data = clustered(3000, &mut rng);
+    for (i, chunk) in data.chunks(50).enumerate() {
+        let pairs: Vec<(u64, u64)> = chunk
+            .iter()
+            .enumerate()
+            .map(|(j, &fp)| (fp, (i * 50 + j) as u64))
+            .collect();
+        for &(fp, id) in &pairs {
+            model.insert(fp, Some(id));
+        }
+        store.insert_batch(&pairs).unwrap();
+    }
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while store.stats().pending >= 100 && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let stats = store.stats();
+    assert!(
+        stats.pending < 100,
+        "background compaction did not run: {stats:?}"
+    );
+    assert!(stats.blocks > 0);
+    let qs = queries(&data, 100, &mut rng);
+    check_store(&store, &model, &qs);
+}
+
+#[test]
+fn distance_beyond_the_plan_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::create(dir.path().join("s"), &Options::new().max_distance(2)).unwrap();
+    for r in [
+        store.query(1, 3).err(),
+        store.query_first(1, 3).err(),
+        store.query_batch(&[1], 3).err(),
+    ] {
+        match r {
+            Some(simstore::Error::DistanceTooLarge {
+                asked: 3,
+                supported: 2,
+            }) => {}
+            other => panic!("expected DistanceTooLarge, got {other:?}"),
+        }
+    }
+    assert!(store.query(1, 2).unwrap().is_empty());
+}
