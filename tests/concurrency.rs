@@ -1,0 +1,127 @@
+//! Readers, writers and the background compactor at once: every query sees
+//! each acknowledged insert and delete, and nothing else.
+
+mod common;
+
+use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
+use std::sync::Arc;
+
+use common::{check_store, Model, Rng};
+use simstore::{Options, Store};
+
+const UNSENT: u8 = 0;
+const INSERTING: u8 = 1;
+const PRESENT: u8 = 2;
+const DELETING: u8 = 3;
+const DELETED: u8 = 4;
+
+#[test]
+fn readers_writers_and_compactor() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Arc::new(
+        Store::create(
+            dir.path().join("s"),
+            &Options::new()
+                .block_size(96)
+                .merge_threshold(64)
+                .durability(simstore::Durability::Buffered),
+        )
+        .unwrap(),
+    );
+    let writers = 3usize;
+    let per_writer = 1500usize;
+    let mut rng = Rng(1);
+    // Fingerprints are distinct across writers; many are near each other.
+    let mut fps: Vec<u64> = common::clustered(writers * per_writer * 2, &mut rng);
+    fps.sort_unstable();
+    fps.dedup();
+    fps.truncate(writers * per_writer);
+    let fps = Arc::new(fps);
+    let states: Arc<Vec<AtomicU8>> =
+        Arc::new((0..fps.len()).map(|_| AtomicU8::new(UNSENT)).collect());
+    let done = Arc::new(AtomicBool::new(false));
+
+    let mut handles = Vec::new();
+    for w in 0..writers {
+        let (store, fps, states) = (Arc::clone(&store), Arc::clone(&fps), Arc::clone(&states));
+        handles.push(std::thread::spawn(move || {
+            let mut rng = Rng(100 + w as u64);
+            let mine: Vec<usize> = (w..fps.len()).step_by(writers).collect();
+            for (n, &i) in mine.iter().enumerate() {
+                states[i].store(INSERTING, Ordering::SeqCst);
+                store.insert(fps[i], i as u64).unwrap();
+                states[i].store(PRESENT, Ordering::SeqCst);
+                if n % 3 == 0 {
+                    let j = mine[rng.below(n as u64 + 1) as usize];
+                    if states[j].load(Ordering::SeqCst) == PRESENT {
+                        states[j].store(DELETING, Ordering::SeqCst);
+                        assert!(store.delete(fps[j], j as u64).unwrap());
+                        states[j].store(DELETED, Ordering::SeqCst);
+                    }
+                }
+            }
+        }));
+    }
+    let mut readers = Vec::new();
+    for r in 0..3u64 {
+        let (store, fps, states, done) = (
+            Arc::clone(&store),
+            Arc::clone(&fps),
+            Arc::clone(&states),
+            Arc::clone(&done),
+        );
+        readers.push(std::thread::spawn(move || {
+            let mut rng = Rng(200 + r);
+            let mut checks = 0u64;
+            while !done.load(Ordering::SeqCst) {
+                let i = rng.below(fps.len() as u64) as usize;
+                let before = states[i].load(Ordering::SeqCst);
+                let found = match r {
+                    0 => store
+                        .query(fps[i], 0)
+                        .unwrap()
+                        .iter()
+                        .any(|m| m.fingerprint == fps[i]),
+                    1 => store
+                        .query_first(fps[i], 0)
+                        .unwrap()
+                        .is_some_and(|m| m.fingerprint == fps[i]),
+                    _ => store.query_batch(&[fps[i], 0], 0).unwrap()[0]
+                        .iter()
+                        .any(|m| m.fingerprint == fps[i]),
+                };
+                let after = states[i].load(Ordering::SeqCst);
+                if before == PRESENT && after == PRESENT {
+                    assert!(found, "acknowledged fingerprint {:016x} missing", fps[i]);
+                }
+                if before == DELETED || (before == UNSENT && after <= INSERTING) {
+                    assert!(
+                        !found,
+                        "fingerprint {:016x} found in state {before}->{after}",
+                        fps[i]
+                    );
+                }
+                checks += 1;
+            }
+            checks
+        }));
+    }
+    for h in handles {
+        h.join().unwrap();
+    }
+    done.store(true, Ordering::SeqCst);
+    let checks: u64 = readers.into_iter().map(|h| h.join().unwrap()).sum();
+    assert!(checks > 100, "readers barely ran: {checks}");
+
+    let mut model = Model::default();
+    for (i, s) in states.iter().enumerate() {
+        if s.load(Ordering::SeqCst) == PRESENT {
+            model.insert(fps[i], Some(i as u64));
+        }
+    }
+    let qs = common::queries(&fps, 200, &mut Rng(5));
+    check_store(&store, &model, &qs);
+    store.compact().unwrap();
+    check_store(&store, &model, &qs);
+    assert!(store.verify().unwrap().ok());
+}
