@@ -23,3 +23,6 @@ pub mod store;
 
 #[cfg(feature = "storage")]
 pub use store::{Durability, Match, Op, Options, Stats, Store, VerifyReport};
+
+#[doc(hidden)]
+pub mod fuzz_support;

@@ -125,3 +125,31 @@ fn readers_writers_and_compactor() {
     check_store(&store, &model, &qs);
     assert!(store.verify().unwrap().ok());
 }
+
+#[test]
+fn concurrent_sync_writers_lose_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("s");
+    let store = Arc::new(Store::create(&path, &Options::new().manual_compaction(true)).unwrap());
+    let handles: Vec<_> = (0..8u64)
+        .map(|w| {
+            let store = Arc::clone(&store);
+            std::thread::spawn(move || {
+                for i in 0..40u64 {
+                    store.insert((w << 32) | i, w * 1000 + i).unwrap();
+                }
+            })
+        })
+        .collect();
+    for h in handles {
+        h.join().unwrap();
+    }
+    drop(store);
+    let store = Store::open(&path, &Options::new()).unwrap();
+    for w in 0..8u64 {
+        for i in 0..40u64 {
+            assert_eq!(store.ids((w << 32) | i).unwrap(), vec![w * 1000 + i]);
+        }
+    }
+    assert_eq!(store.stats().fingerprints, 320);
+}

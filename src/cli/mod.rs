@@ -138,8 +138,11 @@ pub fn run() -> i32 {
     }
 }
 
-fn open(dir: &PathBuf, durability: Durability) -> Result<Store, Failure> {
-    Ok(Store::open(dir, &Options::new().durability(durability))?)
+/// Opens a store for a command. Commands that only read, and `compact`,
+/// leave merging to themselves (no background compactor): a query never
+/// starts a merge it would then have to wait for at exit.
+fn open(dir: &PathBuf, durability: Durability, writes: bool) -> Result<Store, Failure> {
+    Ok(Store::open(dir, &Options::new().durability(durability).manual_compaction(!writes))?)
 }
 
 fn dispatch(command: Command) -> Result<(), Failure> {
@@ -169,7 +172,7 @@ fn dispatch(command: Command) -> Result<(), Failure> {
             durability,
             ack,
         } => {
-            let store = open(&dir, durability)?;
+            let store = open(&dir, durability, true)?;
             let mut out = stdout.lock();
             Batcher::new(&store, ack).run(io::stdin().lock(), &mut out, |fp, id| {
                 Ok(Op::Insert {
@@ -183,7 +186,7 @@ fn dispatch(command: Command) -> Result<(), Failure> {
             durability,
             ack,
         } => {
-            let store = open(&dir, durability)?;
+            let store = open(&dir, durability, true)?;
             let mut out = stdout.lock();
             Batcher::new(&store, ack).run(io::stdin().lock(), &mut out, |fp, id| {
                 Ok(match id {
@@ -201,7 +204,7 @@ fn dispatch(command: Command) -> Result<(), Failure> {
             first,
             batch,
         } => {
-            let store = open(&dir, Durability::Buffered)?;
+            let store = open(&dir, Durability::Buffered, false)?;
             let k = max_distance.unwrap_or(u32::from(store.max_distance()));
             if k > u32::from(store.max_distance()) {
                 return Err(Error::DistanceTooLarge {
@@ -220,7 +223,7 @@ fn dispatch(command: Command) -> Result<(), Failure> {
             )?;
         }
         Command::Compact { dir } => {
-            let store = open(&dir, Durability::Sync)?;
+            let store = open(&dir, Durability::Sync, false)?;
             let r = store.compact()?;
             writeln!(
                 stdout.lock(),
@@ -232,11 +235,11 @@ fn dispatch(command: Command) -> Result<(), Failure> {
             )?;
         }
         Command::Stats { dir } => {
-            let store = open(&dir, Durability::Sync)?;
+            let store = open(&dir, Durability::Sync, false)?;
             writeln!(stdout.lock(), "{}", json::stats(&store.stats()))?;
         }
         Command::Verify { dir } => {
-            let store = match open(&dir, Durability::Sync) {
+            let store = match open(&dir, Durability::Sync, false) {
                 Ok(s) => s,
                 Err(Failure::Store(e)) if e.is_corruption() => {
                     let report = simstore::VerifyReport {

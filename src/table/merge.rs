@@ -278,6 +278,32 @@ mod tests {
     }
 
     #[test]
+    fn codes_are_rebuilt_as_density_grows_and_old_blocks_still_decode() {
+        let mut x = 5u64;
+        let mut t = empty(0);
+        let mut model = BTreeSet::new();
+        for round in 0..6u32 {
+            // Each round adds values in a narrower range, shifting the deltas.
+            let span = u64::MAX >> (round * 6);
+            let adds: BTreeSet<u64> = (0..3000)
+                .map(|_| {
+                    x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                    (x >> 3) % span
+                })
+                .collect();
+            let adds: Vec<u64> = adds.into_iter().filter(|v| !model.contains(v)).collect();
+            model.extend(adds.iter().copied());
+            let out = merge(&t, &adds, &[], 256).unwrap();
+            t = out.state;
+            assert_eq!(all(&t), model.iter().copied().collect::<Vec<_>>());
+        }
+        assert!(t.codes().len() > 2, "only {} codes built", t.codes().len());
+        let ids: BTreeSet<u32> =
+            t.blocks().iter().map(|b| crate::codec::BlockView::parse(b).unwrap().code_id()).collect();
+        assert!(ids.len() > 1, "all blocks use one code: {ids:?}");
+    }
+
+    #[test]
     fn small_merge_touches_few_blocks() {
         let base: Vec<u64> = (0..20_000u64).map(|i| i * 0x0000_1000_0000_0001).collect();
         let full = merge(&empty(0), &base, &[], 1024).unwrap();
