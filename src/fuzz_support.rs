@@ -27,7 +27,9 @@ pub fn decode_arbitrary(data: &[u8]) {
 /// Interprets bytes as a run of fingerprints and a block size, encodes the
 /// sorted, deduplicated run and checks that decoding returns it exactly.
 pub fn roundtrip(data: &[u8]) {
-    let Some((&size, rest)) = data.split_first() else { return };
+    let Some((&size, rest)) = data.split_first() else {
+        return;
+    };
     let mut fps: Vec<u64> = rest
         .chunks(8)
         .map(|c| {
@@ -42,13 +44,15 @@ pub fn roundtrip(data: &[u8]) {
     let mut counts = [0u64; SYMBOLS];
     crate::codec::delta_histogram(&fps, &mut counts);
     let code = Code::from_counts(&counts);
-    let blocks = encode_blocks(&fps, &code, 0, block_size).unwrap_or_else(|e| panic!("encode failed: {e}"));
+    let blocks =
+        encode_blocks(&fps, &code, 0, block_size).unwrap_or_else(|e| panic!("encode failed: {e}"));
     let mut all = Vec::new();
     let mut out = Vec::new();
     for b in &blocks {
         assert!(b.len() <= block_size);
         let view = BlockView::parse(b).unwrap_or_else(|e| panic!("own block rejected: {e}"));
-        view.decode_into(&code, &mut out).unwrap_or_else(|e| panic!("own block undecodable: {e}"));
+        view.decode_into(&code, &mut out)
+            .unwrap_or_else(|e| panic!("own block undecodable: {e}"));
         all.extend_from_slice(&out);
     }
     assert_eq!(all, fps);

@@ -1,6 +1,7 @@
 //! Command-line interface. The commands, their flags, input lines and
 //! output formats are a stable contract: change them only by adding.
 
+mod bench;
 mod demo;
 mod exit;
 mod input;
@@ -94,6 +95,18 @@ enum Command {
     },
     /// Create a store in a temporary directory, ingest a synthetic
     /// collection with near-duplicates, query it and report.
+    /// Measure ingest, space and query rates against in-run baselines.
+    Bench {
+        /// Number of stored fingerprints (uniform).
+        #[arg(long, default_value_t = 1_000_000)]
+        size: usize,
+        /// Number of queries (half near a stored fingerprint, half random).
+        #[arg(long, default_value_t = 200_000)]
+        queries: usize,
+        /// Query distance.
+        #[arg(long, default_value_t = 3)]
+        k: u32,
+    },
     Demo {
         /// Number of fingerprints to ingest.
         #[arg(long, default_value_t = 1_000_000)]
@@ -142,7 +155,12 @@ pub fn run() -> i32 {
 /// leave merging to themselves (no background compactor): a query never
 /// starts a merge it would then have to wait for at exit.
 fn open(dir: &PathBuf, durability: Durability, writes: bool) -> Result<Store, Failure> {
-    Ok(Store::open(dir, &Options::new().durability(durability).manual_compaction(!writes))?)
+    Ok(Store::open(
+        dir,
+        &Options::new()
+            .durability(durability)
+            .manual_compaction(!writes),
+    )?)
 }
 
 fn dispatch(command: Command) -> Result<(), Failure> {
@@ -261,6 +279,7 @@ fn dispatch(command: Command) -> Result<(), Failure> {
             }
         }
         Command::Demo { size, queries } => demo::run(size, queries, &mut stdout.lock())?,
+        Command::Bench { size, queries, k } => bench::run(size, queries, k, &mut stdout.lock())?,
     }
     Ok(())
 }

@@ -287,7 +287,9 @@ mod tests {
             let span = u64::MAX >> (round * 6);
             let adds: BTreeSet<u64> = (0..3000)
                 .map(|_| {
-                    x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                    x = x
+                        .wrapping_mul(6364136223846793005)
+                        .wrapping_add(1442695040888963407);
                     (x >> 3) % span
                 })
                 .collect();
@@ -298,8 +300,11 @@ mod tests {
             assert_eq!(all(&t), model.iter().copied().collect::<Vec<_>>());
         }
         assert!(t.codes().len() > 2, "only {} codes built", t.codes().len());
-        let ids: BTreeSet<u32> =
-            t.blocks().iter().map(|b| crate::codec::BlockView::parse(b).unwrap().code_id()).collect();
+        let ids: BTreeSet<u32> = t
+            .blocks()
+            .iter()
+            .map(|b| crate::codec::BlockView::parse(b).unwrap().code_id())
+            .collect();
         assert!(ids.len() > 1, "all blocks use one code: {ids:?}");
     }
 
