@@ -122,8 +122,8 @@ pub enum Error {
         /// RocksDB's message.
         message: String,
     },
-    /// An earlier write failed in a way that leaves the in-memory state
-    /// uncertain; reopen the store.
+    /// An earlier write failed and may or may not have reached the disk;
+    /// the store refuses writes until it is reopened (queries still work).
     Poisoned,
 }
 
@@ -186,6 +186,33 @@ impl Error {
         Self::Corrupt {
             location,
             reason: reason.into(),
+        }
+    }
+
+    /// A copy for every request of a failed commit group: the same variant
+    /// where it can be copied, a storage error carrying the message where
+    /// it cannot.
+    pub fn replicate(&self) -> Self {
+        match self {
+            Self::Corrupt { location, reason } => Self::Corrupt {
+                location: location.clone(),
+                reason: reason.clone(),
+            },
+            Self::Storage { context, message } => Self::Storage {
+                context,
+                message: message.clone(),
+            },
+            Self::Poisoned => Self::Poisoned,
+            Self::DistanceTooLarge { asked, supported } => Self::DistanceTooLarge {
+                asked: *asked,
+                supported: *supported,
+            },
+            Self::InvalidArgument(m) => Self::InvalidArgument(m.clone()),
+            Self::Plan(p) => Self::Plan(p.clone()),
+            other => Self::Storage {
+                context: "committing a write group",
+                message: other.to_string(),
+            },
         }
     }
 

@@ -93,8 +93,6 @@ enum Command {
         /// Store directory.
         dir: PathBuf,
     },
-    /// Create a store in a temporary directory, ingest a synthetic
-    /// collection with near-duplicates, query it and report.
     /// Measure ingest, space and query rates against in-run baselines.
     Bench {
         /// Number of stored fingerprints (uniform).
@@ -107,6 +105,8 @@ enum Command {
         #[arg(long, default_value_t = 3)]
         k: u32,
     },
+    /// Create a store in a temporary directory, ingest a synthetic
+    /// collection with near-duplicates, query it and report.
     Demo {
         /// Number of fingerprints to ingest.
         #[arg(long, default_value_t = 1_000_000)]

@@ -111,8 +111,11 @@ impl<'a> Batcher<'a> {
                 Ok(())
             },
         );
-        self.commit(out)?;
-        result
+        let committed = self.commit(out);
+        match result {
+            Err(e) => Err(e),
+            Ok(()) => committed,
+        }
     }
 
     fn commit(&mut self, out: &mut impl Write) -> Result<(), Failure> {
@@ -121,8 +124,15 @@ impl<'a> Batcher<'a> {
         }
         self.store.apply(std::mem::take(&mut self.ops))?;
         if self.ack {
-            writeln!(out, "acked {}", self.last_line)?;
-            out.flush()?;
+            // A closed stdout must not pass for success: the rest of the
+            // input would silently go unapplied.
+            let closed = |e: io::Error| {
+                Failure::Io(io::Error::other(format!(
+                    "cannot write acknowledgement: {e}"
+                )))
+            };
+            writeln!(out, "acked {}", self.last_line).map_err(closed)?;
+            out.flush().map_err(closed)?;
         }
         Ok(())
     }

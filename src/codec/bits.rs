@@ -90,12 +90,18 @@ impl<'a> BitReader<'a> {
     pub fn peek_window(&self) -> u64 {
         let byte = self.pos / 8;
         let shift = (self.pos % 8) as u32;
-        let mut buf = [0u8; 8];
-        if let Some(tail) = self.bytes.get(byte..) {
-            let n = tail.len().min(8);
-            buf[..n].copy_from_slice(&tail[..n]);
-        }
-        u64::from_be_bytes(buf) << shift
+        let word = match self.bytes.get(byte..byte + 8) {
+            Some(eight) => u64::from_be_bytes(eight.try_into().unwrap_or([0; 8])),
+            None => {
+                let mut buf = [0u8; 8];
+                if let Some(tail) = self.bytes.get(byte..) {
+                    let n = tail.len().min(8);
+                    buf[..n].copy_from_slice(&tail[..n]);
+                }
+                u64::from_be_bytes(buf)
+            }
+        };
+        word << shift
     }
 
     /// Consumes `n` bits already examined through [`peek_window`](Self::peek_window).

@@ -135,7 +135,7 @@ fn commit(
             fixes.push((x, pending, want_pending, tombstoned, want_tomb));
         }
     }
-    db.write(batch, shared.sync_writes())?;
+    shared.write_or_poison(batch)?;
 
     let mut state = shared.state.write();
     debug_assert!(

@@ -19,6 +19,10 @@ use crate::plan::Plan;
 use crate::storage::{self, Db};
 use crate::table::{Codebook, TableState};
 
+/// Code ids are allocated from 0, one per rebuild of a table's code; a
+/// stored id past this bound can only be corruption.
+const MAX_CODE_ID: u32 = 1 << 20;
+
 /// Creates a new store in `dir`, which must be absent or empty.
 pub(crate) fn create(dir: &Path, options: &Options) -> Result<Shared> {
     options.check()?;
@@ -132,7 +136,7 @@ fn load(dir: &Path, db: Db, manifest: Manifest, options: &Options) -> Result<Sha
     let mut codes: Vec<BTreeMap<u32, crate::codec::Code>> = vec![BTreeMap::new(); tables];
     db.scan(db.family(keys::CODES_FAMILY)?, &[], |k, v| {
         let (t, id) = keys::parse_code(k)
-            .filter(|&(t, _)| usize::from(t) < tables)
+            .filter(|&(t, id)| usize::from(t) < tables && id < MAX_CODE_ID)
             .ok_or_else(|| {
                 Error::corrupt(
                     Location::Record {

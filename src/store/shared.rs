@@ -54,6 +54,18 @@ impl Shared {
         Ok(())
     }
 
+    /// Writes a batch with the store's durability. A failed write may
+    /// still reach the disk (say, the WAL record was written but the fsync
+    /// failed), so memory can no longer be trusted to match it: the store
+    /// refuses further writes until it is reopened.
+    pub fn write_or_poison(&self, batch: rocksdb::WriteBatch) -> Result<()> {
+        let result = self.db.write(batch, self.sync_writes());
+        if result.is_err() {
+            self.poisoned.store(true, Ordering::Release);
+        }
+        result
+    }
+
     /// The pending count at which the background compactor merges.
     pub fn merge_threshold(&self, stored: u64) -> usize {
         self.options

@@ -66,11 +66,7 @@ pub(crate) fn submit(shared: &Shared, ops: Vec<Op>) -> Result<Vec<bool>> {
                 }
                 Err(e) => {
                     for r in &group {
-                        let copy = Error::Storage {
-                            context: "committing a write group",
-                            message: e.to_string(),
-                        };
-                        *r.outcome.lock() = Some(Err(copy));
+                        *r.outcome.lock() = Some(Err(e.replicate()));
                     }
                     *request.outcome.lock() = Some(Err(e));
                 }
@@ -261,7 +257,7 @@ fn commit_group(shared: &Shared, group: &[Arc<Request>]) -> Result<Vec<Vec<bool>
             records::encode_counters(&records::Counters { ids }),
         );
     }
-    db.write(batch, shared.sync_writes())?;
+    shared.write_or_poison(batch)?;
 
     let mut state = shared.state.write();
     for (&fp, (before, after)) in &staged.fps {

@@ -99,7 +99,10 @@ pub fn merge(
         .current()
         .ok_or_else(|| Error::InvalidArgument("table has no code after merge".into()))?;
 
-    // Pass 2: re-encode the runs, absorbing a neighbour after an underfull tail.
+    // Pass 2: re-encode the runs. An underfull last block is rebalanced
+    // with the block before it; a run that fits in one underfull block
+    // absorbs the next block once. Neither cascades, so a small change
+    // rewrites a bounded number of blocks.
     let mut keys = Vec::with_capacity(n + runs.len());
     let mut blocks: Vec<Arc<[u8]>> = Vec::with_capacity(n + runs.len());
     let mut removed = Vec::new();
@@ -107,13 +110,19 @@ pub fn merge(
     let mut carry: Vec<u64> = Vec::new();
     let mut runs = runs.into_iter().peekable();
     let mut j = 0;
+    let encode = |fps: &[u64]| {
+        encode_blocks(fps, code, code_id, block_size)
+            .map_err(|e| Error::InvalidArgument(format!("merge produced unencodable input: {e}")))
+    };
+    let underfull = |b: &[u8]| b.len() < block_size / 2;
     loop {
+        let absorbing = !carry.is_empty();
         let fps = if runs.peek().is_some_and(|r| r.start == j) {
             let run = runs.next().unwrap_or_else(|| unreachable!("peeked"));
             removed.extend_from_slice(&old.keys[run.start..run.end]);
             j = run.end;
             take_joined(&mut carry, run.fps)
-        } else if !carry.is_empty() && j < n {
+        } else if absorbing && j < n {
             old.decode_block(j, &mut scratch)?;
             removed.push(old.keys[j]);
             j += 1;
@@ -123,19 +132,28 @@ pub fn merge(
             blocks.push(Arc::clone(&old.blocks[j]));
             j += 1;
             continue;
-        } else if !carry.is_empty() {
+        } else if absorbing {
             std::mem::take(&mut carry)
         } else {
             break;
         };
-        let mut encoded = encode_blocks(&fps, code, code_id, block_size).map_err(|e| {
-            Error::InvalidArgument(format!("merge produced unencodable input: {e}"))
-        })?;
-        if j < n && encoded.last().is_some_and(|b| b.len() < block_size / 2) {
-            if let Some(tail) = encoded.pop() {
-                let count = crate::table::header_count(&tail) as usize;
-                carry = fps[fps.len() - count..].to_vec();
+        let mut encoded = encode(&fps)?;
+        match encoded.len() {
+            1 if j < n && !absorbing && underfull(&encoded[0]) => {
+                carry = fps;
+                continue;
             }
+            len if len >= 2 && underfull(&encoded[len - 1]) => {
+                let last_two: usize = encoded[len - 2..]
+                    .iter()
+                    .map(|b| crate::table::header_count(b) as usize)
+                    .sum();
+                let (a, b) = fps[fps.len() - last_two..].split_at(last_two / 2);
+                encoded.truncate(len - 2);
+                encoded.extend(encode(a)?);
+                encoded.extend(encode(b)?);
+            }
+            _ => {}
         }
         let mut offset = 0;
         for bytes in encoded {
