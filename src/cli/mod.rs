@@ -7,6 +7,7 @@ mod exit;
 mod input;
 mod json;
 mod stream;
+mod workload;
 
 use std::io::{self, Write};
 use std::path::PathBuf;
@@ -104,6 +105,25 @@ enum Command {
         /// Query distance.
         #[arg(long, default_value_t = 3)]
         k: u32,
+    },
+    /// Crash-test child: concurrent inserts, deletes and compactions,
+    /// announcing and acknowledging each operation on stdout.
+    #[command(hide = true)]
+    Workload {
+        /// Store directory (must exist).
+        dir: PathBuf,
+        /// Durability of the writes.
+        #[arg(long, default_value = "sync")]
+        durability: Durability,
+        /// Seed of the operation sequence.
+        #[arg(long, default_value_t = 1)]
+        seed: u64,
+        /// Writer threads.
+        #[arg(long, default_value_t = 3)]
+        threads: u64,
+        /// Operations per writer thread.
+        #[arg(long, default_value_t = u64::MAX)]
+        ops: u64,
     },
     /// Create a store in a temporary directory, ingest a synthetic
     /// collection with near-duplicates, query it and report.
@@ -280,6 +300,13 @@ fn dispatch(command: Command) -> Result<(), Failure> {
         }
         Command::Demo { size, queries } => demo::run(size, queries, &mut stdout.lock())?,
         Command::Bench { size, queries, k } => bench::run(size, queries, k, &mut stdout.lock())?,
+        Command::Workload {
+            dir,
+            durability,
+            seed,
+            threads,
+            ops,
+        } => workload::run(&dir, durability, seed, threads.max(1), ops)?,
     }
     Ok(())
 }

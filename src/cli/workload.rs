@@ -1,0 +1,111 @@
+//! `simstore workload` (hidden): a crash-test child. Writer threads insert
+//! and delete through the library while a compactor thread compacts; every
+//! operation is announced before it starts (`try`) and reported after it
+//! is acknowledged (`ack`), one line each, so a parent that kills this
+//! process at any moment knows exactly what must have survived.
+//!
+//! Lines: `try T insert FP ID`, `ack T insert FP ID`,
+//! `try T delete FP`, `ack T delete FP`, `compacted`. Thread `T` only
+//! touches fingerprints `fp` with `fp % threads == T`, so each
+//! fingerprint's history is one thread's sequence.
+
+use std::io::Write;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use parking_lot::Mutex;
+use simstore::{Durability, Options, Store};
+
+use super::stream::Failure;
+
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+}
+
+/// Runs until killed (or for `ops` operations per thread).
+pub fn run(
+    dir: &std::path::Path,
+    durability: Durability,
+    seed: u64,
+    threads: u64,
+    ops: u64,
+) -> Result<(), Failure> {
+    let store = Arc::new(Store::open(
+        dir,
+        &Options::new().durability(durability).merge_threshold(200),
+    )?);
+    let out = Arc::new(Mutex::new(std::io::stdout()));
+    let say = {
+        let out = Arc::clone(&out);
+        move |line: String| {
+            let mut o = out.lock();
+            let _ = writeln!(o, "{line}");
+            let _ = o.flush();
+        }
+    };
+    let stop = Arc::new(AtomicBool::new(false));
+    let compactor = {
+        let (store, stop, say) = (Arc::clone(&store), Arc::clone(&stop), say.clone());
+        std::thread::spawn(move || {
+            while !stop.load(Ordering::Relaxed) {
+                std::thread::sleep(Duration::from_millis(15));
+                if store.compact().is_ok() {
+                    say("compacted".into());
+                }
+            }
+        })
+    };
+    let writers: Vec<_> = (0..threads)
+        .map(|t| {
+            let (store, say) = (Arc::clone(&store), say.clone());
+            std::thread::spawn(move || -> simstore::Result<()> {
+                let mut rng = Rng(seed ^ (t << 56) ^ 0x5eed);
+                let mut mine: Vec<u64> = Vec::new();
+                for n in 0..ops {
+                    let r = rng.next();
+                    if r % 4 == 0 && !mine.is_empty() {
+                        let fp = mine.swap_remove((r >> 8) as usize % mine.len());
+                        say(format!("try {t} delete {fp:016x}"));
+                        store.delete_fingerprint(fp)?;
+                        say(format!("ack {t} delete {fp:016x}"));
+                    } else {
+                        // Near other fingerprints of this thread half the time.
+                        let mut fp = if r % 2 == 0 && !mine.is_empty() {
+                            mine[(r >> 8) as usize % mine.len()] ^ (1u64 << (r >> 58))
+                        } else {
+                            rng.next()
+                        };
+                        let base = fp / threads * threads;
+                        fp = base.checked_add(t).unwrap_or(base - threads + t);
+                        let id = (t << 48) | n;
+                        say(format!("try {t} insert {fp:016x} {id}"));
+                        store.insert(fp, id)?;
+                        say(format!("ack {t} insert {fp:016x} {id}"));
+                        if !mine.contains(&fp) {
+                            mine.push(fp);
+                        }
+                    }
+                }
+                Ok(())
+            })
+        })
+        .collect();
+    let mut result = Ok(());
+    for w in writers {
+        if let Ok(Err(e)) = w.join() {
+            result = Err(Failure::Store(e));
+        }
+    }
+    stop.store(true, Ordering::Relaxed);
+    let _ = compactor.join();
+    result
+}

@@ -1,0 +1,99 @@
+//! Fault injection: a file-size limit (RLIMIT_FSIZE, with SIGXFSZ ignored,
+//! so writes past it fail with EFBIG like a full disk) while adding and
+//! while compacting. The command fails with a storage error; after reopen
+//! without the limit nothing acknowledged is lost, nothing is half-applied,
+//! and the store accepts writes again.
+
+mod common;
+
+use std::io::{BufRead, BufReader, Write};
+use std::process::{Command, Stdio};
+
+use common::Rng;
+
+fn bin() -> &'static str {
+    env!("CARGO_BIN_EXE_simstore")
+}
+
+/// Runs `simstore ARGS` under a file-size limit of `kib` KiB.
+fn limited(kib: u64, args: &[&str]) -> Command {
+    let mut c = Command::new("bash");
+    c.arg("-c")
+        .arg(format!("trap '' XFSZ; ulimit -f {kib} && exec \"$0\" \"$@\""))
+        .arg(bin())
+        .args(args);
+    c
+}
+
+fn query_present(dir: &str, fps: &[u64]) -> Vec<bool> {
+    let mut child = Command::new(bin())
+        .args(["query", dir, "--max-distance", "0"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let input: String = fps.iter().map(|f| format!("{f:016x}\n")).collect();
+    let mut stdin = child.stdin.take().unwrap();
+    let writer = std::thread::spawn(move || stdin.write_all(input.as_bytes()).unwrap());
+    let out = child.wait_with_output().unwrap();
+    writer.join().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8(out.stdout).unwrap().lines().map(|l| !l.ends_with("\"matches\":[]}")).collect()
+}
+
+#[test]
+fn file_size_limit_while_adding_and_compacting() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("s");
+    let d = dir.to_str().unwrap();
+    assert!(Command::new(bin()).args(["create", d]).output().unwrap().status.success());
+    let mut rng = Rng(11);
+    let fps: Vec<u64> = (0..300_000).map(|_| rng.next()).collect();
+
+    // Adding: acknowledged lines survive the failure.
+    let mut child = limited(2048, &["add", d, "--ack", "--durability", "buffered"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let input: String = fps.iter().enumerate().map(|(i, f)| format!("{f:016x} {i}\n")).collect();
+    let writer = std::thread::spawn(move || {
+        let _ = stdin.write_all(input.as_bytes());
+    });
+    let mut acked = 0usize;
+    for line in BufReader::new(child.stdout.take().unwrap()).lines() {
+        acked = line.unwrap().strip_prefix("acked ").unwrap().parse().unwrap();
+    }
+    let status = child.wait().unwrap();
+    writer.join().unwrap();
+    let mut stderr = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut stderr).unwrap();
+    assert_eq!(status.code(), Some(1), "expected a storage failure, got {status:?}: {stderr}");
+    assert!(stderr.contains("storage error") || stderr.contains("I/O"), "{stderr}");
+    assert!(acked > 0 && acked < fps.len(), "acked {acked}");
+    let present = query_present(d, &fps);
+    assert!(present[..acked].iter().all(|&p| p), "an acknowledged line was lost");
+    let stats = Command::new(bin()).args(["stats", d]).output().unwrap();
+    let stats = String::from_utf8(stats.stdout).unwrap();
+    let count = present.iter().filter(|&&p| p).count();
+    assert!(stats.contains(&format!("\"fingerprints\":{count},")), "{stats} vs {count}");
+    assert!(Command::new(bin()).args(["verify", d]).output().unwrap().status.success());
+
+    // Compacting under a limit too small for the merge: nothing half-applied.
+    let out = limited(64, &["compact", d]).output().unwrap();
+    assert_eq!(out.status.code(), Some(1), "compaction should fail: {}", String::from_utf8_lossy(&out.stderr));
+    eprintln!("acked {acked} of {} lines; compaction under the limit: {}", fps.len(), String::from_utf8_lossy(&out.stderr).trim());
+    assert_eq!(query_present(d, &fps), present);
+    assert!(Command::new(bin()).args(["verify", d]).output().unwrap().status.success());
+
+    // Without the limit the store takes writes again.
+    let out = Command::new(bin()).args(["compact", d]).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(query_present(d, &fps), present);
+    let mut child = Command::new(bin()).args(["add", d]).stdin(Stdio::piped()).spawn().unwrap();
+    child.stdin.take().unwrap().write_all(format!("{:016x} 1\n", fps[acked + 1]).as_bytes()).unwrap();
+    assert!(child.wait().unwrap().success());
+    assert!(query_present(d, &fps[acked + 1..acked + 2])[0]);
+}
