@@ -94,7 +94,7 @@ fn readers_writers_and_compactor() {
                 if before == PRESENT && after == PRESENT {
                     assert!(found, "acknowledged fingerprint {:016x} missing", fps[i]);
                 }
-                if before == DELETED || (before == UNSENT && after <= INSERTING) {
+                if before == DELETED || (before == UNSENT && after == UNSENT) {
                     assert!(
                         !found,
                         "fingerprint {:016x} found in state {before}->{after}",

@@ -29,7 +29,10 @@ struct Expect {
 }
 
 fn cycles() -> usize {
-    std::env::var("SIMSTORE_CRASH_CYCLES").ok().and_then(|v| v.parse().ok()).unwrap_or(6)
+    std::env::var("SIMSTORE_CRASH_CYCLES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(6)
 }
 
 fn crash_loop(durability: &str, seed: u64) {
@@ -42,15 +45,28 @@ fn crash_loop(durability: &str, seed: u64) {
     let mut compactions = 0usize;
     for cycle in 0..cycles() {
         let mut child = Command::new(env!("CARGO_BIN_EXE_simstore"))
-            .args(["workload", dir.to_str().unwrap(), "--durability", durability])
-            .args(["--seed", &(seed * 1000 + cycle as u64).to_string(), "--threads", "3"])
+            .args([
+                "workload",
+                dir.to_str().unwrap(),
+                "--durability",
+                durability,
+            ])
+            .args([
+                "--seed",
+                &(seed * 1000 + cycle as u64).to_string(),
+                "--threads",
+                "3",
+            ])
             .stdout(Stdio::piped())
             .spawn()
             .unwrap();
         let stdout = child.stdout.take().unwrap();
         let kill_after = Duration::from_millis(100 + rng.below(700));
         let reader = std::thread::spawn(move || {
-            BufReader::new(stdout).lines().map_while(Result::ok).collect::<Vec<String>>()
+            BufReader::new(stdout)
+                .lines()
+                .map_while(Result::ok)
+                .collect::<Vec<String>>()
         });
         std::thread::sleep(kill_after);
         child.kill().unwrap();
@@ -70,7 +86,9 @@ fn crash_loop(durability: &str, seed: u64) {
                 }
                 ["ack", t, op, fp, rest @ ..] => {
                     let fp = u64::from_str_radix(fp, 16).unwrap();
-                    let (p_op, p_fp, _) = pending.remove(&t.parse().unwrap()).expect("ack without try");
+                    let (p_op, p_fp, _) = pending
+                        .remove(&t.parse().unwrap())
+                        .expect("ack without try");
                     assert_eq!((p_op.as_str(), p_fp), (*op, fp));
                     match *op {
                         "insert" => expect.model.insert(fp, Some(rest[0].parse().unwrap())),
@@ -141,10 +159,21 @@ fn workload_runs_to_completion_and_agrees() {
     drop(Store::create(&dir, &Options::new().block_size(64)).unwrap());
     let started = Instant::now();
     let out = Command::new(env!("CARGO_BIN_EXE_simstore"))
-        .args(["workload", dir.to_str().unwrap(), "--durability", "buffered", "--ops", "300"])
+        .args([
+            "workload",
+            dir.to_str().unwrap(),
+            "--durability",
+            "buffered",
+            "--ops",
+            "300",
+        ])
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     assert!(started.elapsed() < Duration::from_secs(120));
     let mut model = Model::default();
     for line in String::from_utf8(out.stdout).unwrap().lines() {

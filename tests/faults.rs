@@ -19,7 +19,9 @@ fn bin() -> &'static str {
 fn limited(kib: u64, args: &[&str]) -> Command {
     let mut c = Command::new("bash");
     c.arg("-c")
-        .arg(format!("trap '' XFSZ; ulimit -f {kib} && exec \"$0\" \"$@\""))
+        .arg(format!(
+            "trap '' XFSZ; ulimit -f {kib} && exec \"$0\" \"$@\""
+        ))
         .arg(bin())
         .args(args);
     c
@@ -37,8 +39,16 @@ fn query_present(dir: &str, fps: &[u64]) -> Vec<bool> {
     let writer = std::thread::spawn(move || stdin.write_all(input.as_bytes()).unwrap());
     let out = child.wait_with_output().unwrap();
     writer.join().unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    String::from_utf8(out.stdout).unwrap().lines().map(|l| !l.ends_with("\"matches\":[]}")).collect()
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| !l.ends_with("\"matches\":[]}"))
+        .collect()
 }
 
 #[test]
@@ -46,7 +56,12 @@ fn file_size_limit_while_adding_and_compacting() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("s");
     let d = dir.to_str().unwrap();
-    assert!(Command::new(bin()).args(["create", d]).output().unwrap().status.success());
+    assert!(Command::new(bin())
+        .args(["create", d])
+        .output()
+        .unwrap()
+        .status
+        .success());
     let mut rng = Rng(11);
     let fps: Vec<u64> = (0..300_000).map(|_| rng.next()).collect();
 
@@ -58,42 +73,96 @@ fn file_size_limit_while_adding_and_compacting() {
         .spawn()
         .unwrap();
     let mut stdin = child.stdin.take().unwrap();
-    let input: String = fps.iter().enumerate().map(|(i, f)| format!("{f:016x} {i}\n")).collect();
+    let input: String = fps
+        .iter()
+        .enumerate()
+        .map(|(i, f)| format!("{f:016x} {i}\n"))
+        .collect();
     let writer = std::thread::spawn(move || {
         let _ = stdin.write_all(input.as_bytes());
     });
     let mut acked = 0usize;
     for line in BufReader::new(child.stdout.take().unwrap()).lines() {
-        acked = line.unwrap().strip_prefix("acked ").unwrap().parse().unwrap();
+        acked = line
+            .unwrap()
+            .strip_prefix("acked ")
+            .unwrap()
+            .parse()
+            .unwrap();
     }
     let status = child.wait().unwrap();
     writer.join().unwrap();
     let mut stderr = String::new();
     std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut stderr).unwrap();
-    assert_eq!(status.code(), Some(1), "expected a storage failure, got {status:?}: {stderr}");
-    assert!(stderr.contains("storage error") || stderr.contains("I/O"), "{stderr}");
+    assert_eq!(
+        status.code(),
+        Some(1),
+        "expected a storage failure, got {status:?}: {stderr}"
+    );
+    assert!(
+        stderr.contains("storage error") || stderr.contains("I/O"),
+        "{stderr}"
+    );
     assert!(acked > 0 && acked < fps.len(), "acked {acked}");
     let present = query_present(d, &fps);
-    assert!(present[..acked].iter().all(|&p| p), "an acknowledged line was lost");
+    assert!(
+        present[..acked].iter().all(|&p| p),
+        "an acknowledged line was lost"
+    );
     let stats = Command::new(bin()).args(["stats", d]).output().unwrap();
     let stats = String::from_utf8(stats.stdout).unwrap();
     let count = present.iter().filter(|&&p| p).count();
-    assert!(stats.contains(&format!("\"fingerprints\":{count},")), "{stats} vs {count}");
-    assert!(Command::new(bin()).args(["verify", d]).output().unwrap().status.success());
+    assert!(
+        stats.contains(&format!("\"fingerprints\":{count},")),
+        "{stats} vs {count}"
+    );
+    assert!(Command::new(bin())
+        .args(["verify", d])
+        .output()
+        .unwrap()
+        .status
+        .success());
 
     // Compacting under a limit too small for the merge: nothing half-applied.
     let out = limited(64, &["compact", d]).output().unwrap();
-    assert_eq!(out.status.code(), Some(1), "compaction should fail: {}", String::from_utf8_lossy(&out.stderr));
-    eprintln!("acked {acked} of {} lines; compaction under the limit: {}", fps.len(), String::from_utf8_lossy(&out.stderr).trim());
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "compaction should fail: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    eprintln!(
+        "acked {acked} of {} lines; compaction under the limit: {}",
+        fps.len(),
+        String::from_utf8_lossy(&out.stderr).trim()
+    );
     assert_eq!(query_present(d, &fps), present);
-    assert!(Command::new(bin()).args(["verify", d]).output().unwrap().status.success());
+    assert!(Command::new(bin())
+        .args(["verify", d])
+        .output()
+        .unwrap()
+        .status
+        .success());
 
     // Without the limit the store takes writes again.
     let out = Command::new(bin()).args(["compact", d]).output().unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     assert_eq!(query_present(d, &fps), present);
-    let mut child = Command::new(bin()).args(["add", d]).stdin(Stdio::piped()).spawn().unwrap();
-    child.stdin.take().unwrap().write_all(format!("{:016x} 1\n", fps[acked + 1]).as_bytes()).unwrap();
+    let mut child = Command::new(bin())
+        .args(["add", d])
+        .stdin(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(format!("{:016x} 1\n", fps[acked + 1]).as_bytes())
+        .unwrap();
     assert!(child.wait().unwrap().success());
     assert!(query_present(d, &fps[acked + 1..acked + 2])[0]);
 }

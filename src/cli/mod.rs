@@ -263,6 +263,7 @@ fn dispatch(command: Command) -> Result<(), Failure> {
         Command::Compact { dir } => {
             let store = open(&dir, Durability::Sync, false)?;
             let r = store.compact()?;
+            store.flush()?;
             writeln!(
                 stdout.lock(),
                 "{{\"merged\":{},\"removed\":{},\"blocks_replaced\":{},\"blocks_written\":{}}}",

@@ -177,7 +177,23 @@ impl Db {
         it.status().map_err(db_error("scanning a column family"))
     }
 
-    /// Flushes memtables and the WAL to disk (used before a clean close).
+    /// Writes every column family's memtable to SST files, so the next
+    /// open replays less WAL.
+    pub fn flush(&self) -> Result<()> {
+        let families: Vec<&ColumnFamily> = self.family_handles()?;
+        self.db
+            .flush_cfs_opt(&families, &rocksdb::FlushOptions::default())
+            .map_err(db_error("flushing memtables"))
+    }
+
+    fn family_handles(&self) -> Result<Vec<&ColumnFamily>> {
+        family_names(self.tables)
+            .iter()
+            .map(|n| self.family(n))
+            .collect()
+    }
+
+    /// Syncs the WAL to disk.
     pub fn flush_wal(&self) -> Result<()> {
         self.db.flush_wal(true).map_err(db_error("syncing the WAL"))
     }
