@@ -12,6 +12,7 @@ pub mod error;
 pub mod format;
 pub mod index;
 pub mod plan;
+pub mod simhash;
 pub mod table;
 
 pub use error::{Error, Location, Result};

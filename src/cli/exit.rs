@@ -25,7 +25,8 @@ Exit codes:
   0  success
   1  I/O or storage failure
   2  bad command line
-  3  malformed input line (lines before it stay committed; nothing after it is applied)
+  3  malformed input line (lines before it stay committed; nothing after it is applied);
+     for hash, some documents were skipped (each with a warning; the rest were processed)
   4  store cannot be opened or created as asked (not a store, already exists,
      locked by another process, options contradicting the store, unsupported version)
   5  corruption detected (a query hit a corrupt block, or verify found problems)

@@ -3,7 +3,9 @@
 
 mod bench;
 mod demo;
+mod docs;
 mod exit;
+mod hash;
 mod input;
 mod json;
 mod stream;
@@ -94,6 +96,14 @@ enum Command {
         /// Store directory.
         dir: PathBuf,
     },
+    /// Fingerprint documents: prints `FP<TAB>name` per document (per record
+    /// with --jsonl). Without FILES, standard input is one document.
+    Hash {
+        /// Files or directories (walked recursively in sorted order).
+        files: Vec<PathBuf>,
+        #[command(flatten)]
+        doc: DocArgs,
+    },
     /// Measure ingest, space and query rates against in-run baselines.
     Bench {
         /// Number of stored fingerprints (uniform).
@@ -137,6 +147,50 @@ enum Command {
     },
 }
 
+/// How documents are read and fingerprinted.
+#[derive(clap::Args)]
+struct DocArgs {
+    /// Inputs are HTML: fingerprint their visible text.
+    #[arg(long)]
+    html: bool,
+    /// Word-shingle width.
+    #[arg(long, default_value_t = simstore::simhash::DEFAULT_SHINGLE)]
+    shingle: usize,
+    /// Use character shingles of this width instead of word shingles.
+    #[arg(long)]
+    char_shingle: Option<usize>,
+    /// Remove English stop words before shingling.
+    #[arg(long)]
+    stop_words: bool,
+    /// Inputs are JSONL: one document per record.
+    #[arg(long)]
+    jsonl: bool,
+    /// The JSONL field holding the text.
+    #[arg(long, default_value = "text", requires = "jsonl")]
+    text_field: String,
+    /// The JSONL field holding the document id.
+    #[arg(long, default_value = "id", requires = "jsonl")]
+    id_field: String,
+}
+
+impl DocArgs {
+    fn source(&self) -> docs::Source {
+        docs::Source {
+            html: self.html,
+            jsonl: self
+                .jsonl
+                .then(|| (self.text_field.clone(), self.id_field.clone())),
+        }
+    }
+
+    fn fingerprinter(&self) -> simstore::simhash::Fingerprinter {
+        simstore::simhash::Fingerprinter::new()
+            .shingle(self.shingle)
+            .char_shingle(self.char_shingle)
+            .stop_words(self.stop_words)
+    }
+}
+
 /// Runs the CLI; returns the process exit code.
 pub fn run() -> i32 {
     let cli = match Cli::try_parse() {
@@ -168,6 +222,10 @@ pub fn run() -> i32 {
             exit::FAILURE
         }
         Err(Failure::Verify) => exit::CORRUPT,
+        Err(Failure::Skipped(n)) => {
+            eprintln!("simstore: {n} input(s) skipped");
+            exit::INPUT
+        }
     }
 }
 
@@ -300,6 +358,17 @@ fn dispatch(command: Command) -> Result<(), Failure> {
             }
         }
         Command::Demo { size, queries } => demo::run(size, queries, &mut stdout.lock())?,
+        Command::Hash { files, doc } => {
+            let skipped = hash::run(
+                &files,
+                &doc.source(),
+                &doc.fingerprinter(),
+                &mut stdout.lock(),
+            )?;
+            if skipped > 0 {
+                return Err(Failure::Skipped(skipped));
+            }
+        }
         Command::Bench { size, queries, k } => bench::run(size, queries, k, &mut stdout.lock())?,
         Command::Workload {
             dir,

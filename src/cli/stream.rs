@@ -29,6 +29,9 @@ pub enum Failure {
     Io(io::Error),
     /// `verify` found problems (already reported).
     Verify,
+    /// Some inputs were skipped with warnings (already reported); the rest
+    /// was processed.
+    Skipped(usize),
 }
 
 impl From<Error> for Failure {

@@ -1,0 +1,53 @@
+//! `simstore hash`: prints `FP<TAB>name` for every document.
+
+use std::io::Write;
+use std::path::PathBuf;
+
+use simstore::simhash::Fingerprinter;
+
+use super::docs::{files, Document, Source};
+use super::stream::Failure;
+
+/// Fingerprints every document; documents that cannot be read or have no
+/// text get a warning on stderr. Returns how many were skipped.
+pub fn run(
+    inputs: &[PathBuf],
+    source: &Source,
+    fp: &Fingerprinter,
+    out: &mut impl Write,
+) -> Result<usize, Failure> {
+    let mut skipped = 0usize;
+    let mut io_error = None;
+    for file in files(inputs) {
+        let file = match file {
+            Ok(f) => f,
+            Err(e) => {
+                eprintln!("simstore: warning: {e}");
+                skipped += 1;
+                continue;
+            }
+        };
+        source.documents(&file, &mut |doc: Document| {
+            let result = doc.text.and_then(|t| {
+                fp.fingerprint(&t)
+                    .ok_or_else(|| format!("{}: empty document (no words)", doc.name))
+            });
+            match result {
+                Ok(s) => {
+                    if let Err(e) = writeln!(out, "{:016x}\t{}", s.fingerprint, doc.name) {
+                        io_error.get_or_insert(e);
+                    }
+                }
+                Err(e) => {
+                    eprintln!("simstore: warning: {e}");
+                    skipped += 1;
+                }
+            }
+        });
+    }
+    out.flush()?;
+    match io_error {
+        Some(e) => Err(Failure::Io(e)),
+        None => Ok(skipped),
+    }
+}

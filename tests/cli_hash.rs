@@ -1,0 +1,135 @@
+//! `simstore hash`: files, directories, standard input, JSONL and HTML,
+//! and per-document warnings for bad inputs.
+
+use std::io::Write;
+use std::process::{Command, Output, Stdio};
+
+fn hash(args: &[&str], stdin: &str) -> Output {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_simstore"))
+        .arg("hash")
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(stdin.as_bytes())
+        .unwrap();
+    child.wait_with_output().unwrap()
+}
+
+#[test]
+fn files_directories_and_stdin() {
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path();
+    std::fs::create_dir(d.join("sub")).unwrap();
+    std::fs::write(
+        d.join("b.txt"),
+        "The quick brown fox jumps over the lazy dog.",
+    )
+    .unwrap();
+    std::fs::write(
+        d.join("sub/a.txt"),
+        "The quick brown fox jumps over the lazy dog!",
+    )
+    .unwrap();
+    std::fs::write(
+        d.join("a.html"),
+        "<p>The quick <i>brown</i> fox jumps over the lazy dog.</p><script>var x;</script>",
+    )
+    .unwrap();
+    let out = hash(&[d.to_str().unwrap()], "");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8(out.stdout).unwrap();
+    let names: Vec<&str> = text
+        .lines()
+        .map(|l| l.split('\t').nth(1).unwrap())
+        .collect();
+    let base = d.to_str().unwrap();
+    assert_eq!(
+        names,
+        [
+            format!("{base}/a.html"),
+            format!("{base}/b.txt"),
+            format!("{base}/sub/a.txt")
+        ]
+    );
+    assert!(
+        text.lines()
+            .skip(1)
+            .all(|l| l.starts_with("d078e8403aa2aa98\t")),
+        "{text}"
+    );
+    // HTML mode sees only the visible text.
+    let out = hash(&["--html", d.join("a.html").to_str().unwrap()], "");
+    assert!(String::from_utf8(out.stdout)
+        .unwrap()
+        .starts_with("d078e8403aa2aa98\t"));
+    // Standard input is one document named "-".
+    let out = hash(&[], "the quick brown fox jumps over the lazy dog");
+    assert_eq!(
+        String::from_utf8(out.stdout).unwrap(),
+        "d078e8403aa2aa98\t-\n"
+    );
+}
+
+#[test]
+fn jsonl_records_and_bad_inputs() {
+    let input = "{\"doc\":\"a1\",\"body\":\"The quick brown fox jumps over the lazy dog.\"}\n\
+                 {\"doc\":7,\"body\":\"hello world\"}\n\
+                 {\"doc\":\"a3\"}\n\
+                 not json\n\
+                 \n\
+                 {\"doc\":\"a5\",\"body\":\"...\"}\n";
+    let out = hash(
+        &["--jsonl", "--text-field", "body", "--id-field", "doc"],
+        input,
+    );
+    assert_eq!(out.status.code(), Some(3));
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    let ids: Vec<&str> = stdout
+        .lines()
+        .map(|l| l.split('\t').nth(1).unwrap())
+        .collect();
+    assert_eq!(ids, ["a1", "7"]);
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    assert!(
+        stderr.contains("line 3: no string field \"body\""),
+        "{stderr}"
+    );
+    assert!(stderr.contains("line 4: malformed JSON"), "{stderr}");
+    assert!(stderr.contains("a5: empty document"), "{stderr}");
+
+    let tmp = tempfile::tempdir().unwrap();
+    let bin = tmp.path().join("bin.dat");
+    std::fs::write(&bin, [0xff, 0xfe, 0x00, 0x80]).unwrap();
+    let good = tmp.path().join("good.txt");
+    std::fs::write(&good, "some words here").unwrap();
+    let out = hash(
+        &[
+            bin.to_str().unwrap(),
+            "/nonexistent/file",
+            good.to_str().unwrap(),
+        ],
+        "",
+    );
+    assert_eq!(out.status.code(), Some(3));
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    assert!(
+        stderr.contains("not valid UTF-8") && stderr.contains("cannot read"),
+        "{stderr}"
+    );
+    assert_eq!(
+        String::from_utf8(out.stdout).unwrap().lines().count(),
+        1,
+        "the good file is still hashed"
+    );
+}
