@@ -6,33 +6,8 @@ use std::time::Instant;
 
 use simstore::{Durability, Op, Options, Store};
 
+use super::rng::Rng;
 use super::stream::Failure;
-
-/// A small deterministic generator (SplitMix64).
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n.max(1)
-    }
-
-    /// Flips `bits` distinct random bits of `fp`.
-    fn flip(&mut self, fp: u64, bits: u32) -> u64 {
-        let mut out = fp;
-        while (out ^ fp).count_ones() < bits {
-            out ^= 1u64 << self.below(64);
-        }
-        out
-    }
-}
 
 /// A crawl-like collection: mostly distinct pages, a share of
 /// near-duplicates (1–3 bits from an earlier page), exact duplicates and a

@@ -2,12 +2,14 @@
 //! output formats are a stable contract: change them only by adding.
 
 mod bench;
+mod dedup;
 mod demo;
 mod docs;
 mod exit;
 mod hash;
 mod input;
 mod json;
+mod rng;
 mod stream;
 mod workload;
 
@@ -101,6 +103,20 @@ enum Command {
     Hash {
         /// Files or directories (walked recursively in sorted order).
         files: Vec<PathBuf>,
+        #[command(flatten)]
+        doc: DocArgs,
+    },
+    /// Deduplicate documents: fingerprint each, report it as new (and
+    /// insert it) or as a near-duplicate of an earlier document; one JSON
+    /// line per document, in input order. Restartable and idempotent.
+    Dedup {
+        /// Store directory (created with default options when absent or empty).
+        dir: PathBuf,
+        /// Files or directories (walked recursively in sorted order).
+        inputs: Vec<PathBuf>,
+        /// Distance at which a document is a near-duplicate (default: the store's maximum).
+        #[arg(long)]
+        max_distance: Option<u32>,
         #[command(flatten)]
         doc: DocArgs,
     },
@@ -365,6 +381,24 @@ fn dispatch(command: Command) -> Result<(), Failure> {
                 &doc.fingerprinter(),
                 &mut stdout.lock(),
             )?;
+            if skipped > 0 {
+                return Err(Failure::Skipped(skipped));
+            }
+        }
+        Command::Dedup {
+            dir,
+            inputs,
+            max_distance,
+            doc,
+        } => {
+            let (source, fingerprinter) = (doc.source(), doc.fingerprinter());
+            let run = dedup::Dedup {
+                dir: &dir,
+                k: max_distance,
+                source: &source,
+                fingerprinter: &fingerprinter,
+            };
+            let skipped = run.run(&inputs, &mut stdout.lock())?;
             if skipped > 0 {
                 return Err(Failure::Skipped(skipped));
             }

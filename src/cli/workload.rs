@@ -17,19 +17,8 @@ use std::time::Duration;
 use parking_lot::Mutex;
 use simstore::{Durability, Options, Store};
 
+use super::rng::Rng;
 use super::stream::Failure;
-
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-}
 
 /// Runs until killed (or for `ops` operations per thread).
 pub fn run(

@@ -175,12 +175,7 @@ pub(crate) fn spawn_compactor(shared: Arc<Shared>) -> std::io::Result<JoinHandle
                     return;
                 }
             }
-            let due = {
-                let state = shared.state.read();
-                state.pending.len() + state.tombstones.len()
-                    >= shared.merge_threshold(state.fingerprints())
-            };
-            if due {
+            if shared.merge_due() {
                 match compact(&shared) {
                     Ok(_) => *shared.compaction_error.lock() = None,
                     Err(e) => {

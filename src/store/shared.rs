@@ -66,11 +66,15 @@ impl Shared {
         result
     }
 
-    /// The pending count at which the background compactor merges.
-    pub fn merge_threshold(&self, stored: u64) -> usize {
-        self.options
-            .merge_threshold
-            .unwrap_or_else(|| DEFAULT_MIN_MERGE_THRESHOLD.max((stored / MERGE_FRACTION) as usize))
+    /// Whether enough is pending or tombstoned for the background
+    /// compactor to merge: the merge threshold, or by default the larger of
+    /// 65,536 and 1/64 of the stored fingerprints.
+    pub fn merge_due(&self) -> bool {
+        let state = self.state.read();
+        let threshold = self.options.merge_threshold.unwrap_or_else(|| {
+            DEFAULT_MIN_MERGE_THRESHOLD.max((state.fingerprints() / MERGE_FRACTION) as usize)
+        });
+        state.pending.len() + state.tombstones.len() >= threshold
     }
 
     /// Wakes the compactor when enough fingerprints are pending.
@@ -78,12 +82,7 @@ impl Shared {
         if self.options.manual_compaction {
             return;
         }
-        let due = {
-            let state = self.state.read();
-            state.pending.len() + state.tombstones.len()
-                >= self.merge_threshold(state.fingerprints())
-        };
-        if due {
+        if self.merge_due() {
             let (lock, cv) = &self.wake;
             let _g = lock.lock();
             cv.notify_one();

@@ -1,0 +1,305 @@
+//! `simstore dedup`: documents in, "new" or "near-duplicate of X" out, with
+//! the store as durable state.
+//!
+//! Every document read gets the next sequence number; a new document is
+//! inserted with its sequence number as id. Decisions are logged, one
+//! output line each with its sequence number, in `DIR/dedup.log`, which maps
+//! sequence numbers back to names and makes a rerun over the same inputs
+//! print, for every document already decided, the line it printed before.
+//! A crash between inserting a chunk and logging it is harmless: on rerun
+//! the same documents get the same sequence numbers, and matches with ids
+//! at or past a document's own number (itself, later documents) are
+//! ignored, so the decisions come out the same.
+
+use std::collections::HashMap;
+use std::fs::{File, OpenOptions};
+use std::io::{BufRead, BufReader, IsTerminal, Seek, Write};
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use simstore::simhash::Fingerprinter;
+use simstore::{Op, Options, Store};
+
+use super::docs::{files, Document, Source};
+use super::json;
+use super::stream::Failure;
+
+/// Documents fingerprinted in parallel and committed together.
+const CHUNK: usize = 256;
+/// Name of the decision log inside the store directory.
+pub const LOG_NAME: &str = "dedup.log";
+
+/// The decision log: output lines by sequence number.
+struct Log {
+    file: File,
+    names: Vec<String>,
+    lines: HashMap<String, String>,
+}
+
+impl Log {
+    /// Opens the log, dropping a torn last line left by a crash.
+    fn open(dir: &Path) -> Result<Self, Failure> {
+        let path = dir.join(LOG_NAME);
+        let mut file = OpenOptions::new()
+            .create(true)
+            .read(true)
+            .append(true)
+            .open(&path)?;
+        let mut names = Vec::new();
+        let mut lines = HashMap::new();
+        let mut good = 0u64;
+        for line in BufReader::new(&file).split(b'\n') {
+            let line = line?;
+            let Some((seq, name, out)) = parse_log_line(&line) else {
+                break;
+            };
+            if seq != names.len() as u64 {
+                break;
+            }
+            good += line.len() as u64 + 1;
+            names.push(name.clone());
+            lines.insert(name, out);
+        }
+        if file.metadata()?.len() != good {
+            file.set_len(good)?;
+            file.seek(std::io::SeekFrom::End(0))?;
+        }
+        Ok(Self { file, names, lines })
+    }
+
+    fn append(&mut self, entries: &[(String, String)]) -> Result<(), Failure> {
+        let mut buf = String::new();
+        for (name, out) in entries {
+            buf.push_str(&format!(
+                "{{\"seq\":{},\"line\":{}}}\n",
+                self.names.len(),
+                json::string(out)
+            ));
+            self.names.push(name.clone());
+            self.lines.insert(name.clone(), out.clone());
+        }
+        self.file.write_all(buf.as_bytes())?;
+        self.file.sync_data()?;
+        Ok(())
+    }
+}
+
+/// `(seq, document name, output line)` of one log line.
+fn parse_log_line(line: &[u8]) -> Option<(u64, String, String)> {
+    let v: serde_json::Value = serde_json::from_slice(line).ok()?;
+    let seq = v.get("seq")?.as_u64()?;
+    let out = v.get("line")?.as_str()?.to_string();
+    let decoded: serde_json::Value = serde_json::from_str(&out).ok()?;
+    let name = decoded.get("id")?.as_str()?.to_string();
+    Some((seq, name, out))
+}
+
+/// Options of one run.
+pub struct Dedup<'a> {
+    /// Store directory (created with default options when absent or empty).
+    pub dir: &'a Path,
+    /// Query distance (default: the store's maximum).
+    pub k: Option<u32>,
+    /// How to read documents.
+    pub source: &'a Source,
+    /// How to fingerprint them.
+    pub fingerprinter: &'a Fingerprinter,
+}
+
+struct Counts {
+    documents: u64,
+    duplicates: u64,
+    skipped: usize,
+}
+
+impl Dedup<'_> {
+    /// Processes every input; returns how many were skipped with warnings.
+    pub fn run(&self, inputs: &[PathBuf], out: &mut impl Write) -> Result<usize, Failure> {
+        let store = Store::open_or_create(self.dir, &Options::new())?;
+        let k = self.k.unwrap_or(u32::from(store.max_distance()));
+        if k > u32::from(store.max_distance()) {
+            return Err(simstore::Error::DistanceTooLarge {
+                asked: k,
+                supported: store.max_distance(),
+            }
+            .into());
+        }
+        let mut log = Log::open(self.dir)?;
+        let started = Instant::now();
+        let mut counts = Counts {
+            documents: 0,
+            duplicates: 0,
+            skipped: 0,
+        };
+        let mut chunk: Vec<Document> = Vec::with_capacity(CHUNK);
+        let file_list = files(inputs);
+        let total_files = file_list.len();
+        let progress = std::io::stderr().is_terminal();
+        for (n, file) in file_list.into_iter().enumerate() {
+            match file {
+                Ok(f) => {
+                    let mut failed = None;
+                    self.source.documents(&f, &mut |doc| {
+                        chunk.push(doc);
+                        if chunk.len() >= CHUNK && failed.is_none() {
+                            if let Err(e) =
+                                self.process(&store, k, &mut log, &mut chunk, &mut counts, out)
+                            {
+                                failed = Some(e);
+                            }
+                        }
+                    });
+                    if let Some(e) = failed {
+                        return Err(e);
+                    }
+                }
+                Err(e) => {
+                    eprintln!("simstore: warning: {e}");
+                    counts.skipped += 1;
+                }
+            }
+            if progress {
+                let rate = counts.documents as f64 / started.elapsed().as_secs_f64().max(1e-9);
+                let left = (total_files - n - 1) as f64
+                    / ((n + 1) as f64 / started.elapsed().as_secs_f64().max(1e-9));
+                eprint!(
+                    "\r{}/{} files, {} documents, {rate:.0}/s, ETA {left:.0}s   ",
+                    n + 1,
+                    total_files,
+                    counts.documents
+                );
+            }
+        }
+        self.process(&store, k, &mut log, &mut chunk, &mut counts, out)?;
+        out.flush()?;
+        if progress {
+            eprintln!();
+        }
+        let secs = started.elapsed().as_secs_f64();
+        eprintln!(
+            "simstore: dedup: {} documents, {} near-duplicates, {} new, {:.0} documents/s",
+            counts.documents,
+            counts.duplicates,
+            counts.documents - counts.duplicates,
+            counts.documents as f64 / secs.max(1e-9)
+        );
+        Ok(counts.skipped)
+    }
+
+    /// Decides a chunk in order: fingerprints in parallel, then queries,
+    /// one commit of the new documents, one log append, then output.
+    fn process(
+        &self,
+        store: &Store,
+        k: u32,
+        log: &mut Log,
+        chunk: &mut Vec<Document>,
+        counts: &mut Counts,
+        out: &mut impl Write,
+    ) -> Result<(), Failure> {
+        let docs = std::mem::take(chunk);
+        let fps = self.fingerprint_all(&docs);
+        let mut entries: Vec<(String, String)> = Vec::new();
+        let mut inserts = Vec::new();
+        // New documents of this chunk, not yet in the store: (seq, fp).
+        let mut fresh: Vec<(u64, u64)> = Vec::new();
+        let mut printed: Vec<String> = Vec::new();
+        for (doc, fp) in docs.into_iter().zip(fps) {
+            let fp = match fp {
+                Ok(fp) => fp,
+                Err(e) => {
+                    eprintln!("simstore: warning: {e}");
+                    counts.skipped += 1;
+                    continue;
+                }
+            };
+            counts.documents += 1;
+            if let Some(line) = log
+                .lines
+                .get(&doc.name)
+                .or_else(|| entries.iter().find(|(n, _)| *n == doc.name).map(|(_, l)| l))
+            {
+                counts.duplicates += u64::from(!line.ends_with("\"duplicate_of\":null}"));
+                printed.push(line.clone());
+                continue;
+            }
+            let seq = (log.names.len() + entries.len()) as u64;
+            // Nearest, then earliest: the smallest (distance, seq) among
+            // stored and fresh documents before this one.
+            let mut best: Option<(u32, u64, u64)> = None;
+            for m in store.query(fp, k)? {
+                if let Some(&id) = m.ids.iter().find(|&&id| id < seq) {
+                    best = Some(best.map_or((m.distance, id, m.fingerprint), |b| {
+                        b.min((m.distance, id, m.fingerprint))
+                    }));
+                }
+            }
+            for &(s, f) in &fresh {
+                let d = (f ^ fp).count_ones();
+                if d <= k {
+                    best = Some(best.map_or((d, s, f), |b| b.min((d, s, f))));
+                }
+            }
+            let duplicate_of = match best {
+                Some((d, id, f)) => {
+                    counts.duplicates += 1;
+                    let name = log
+                        .names
+                        .get(id as usize)
+                        .or_else(|| entries.get(id as usize - log.names.len()).map(|(n, _)| n))
+                        .cloned()
+                        .unwrap_or_else(|| id.to_string());
+                    format!(
+                        "{{\"id\":{},\"fingerprint\":\"{f:016x}\",\"distance\":{d}}}",
+                        json::string(&name)
+                    )
+                }
+                None => {
+                    fresh.push((seq, fp));
+                    inserts.push(Op::Insert {
+                        fingerprint: fp,
+                        id: Some(seq),
+                    });
+                    "null".to_string()
+                }
+            };
+            let line = format!(
+                "{{\"id\":{},\"fingerprint\":\"{fp:016x}\",\"duplicate_of\":{duplicate_of}}}",
+                json::string(&doc.name)
+            );
+            entries.push((doc.name, line.clone()));
+            printed.push(line);
+        }
+        store.apply(inserts)?;
+        log.append(&entries)?;
+        for line in printed {
+            writeln!(out, "{line}")?;
+        }
+        Ok(())
+    }
+
+    /// Fingerprints documents on all cores, results in input order.
+    fn fingerprint_all(&self, docs: &[Document]) -> Vec<Result<u64, String>> {
+        let one = |d: &Document| -> Result<u64, String> {
+            let text = d.text.as_ref().map_err(Clone::clone)?;
+            self.fingerprinter
+                .fingerprint(text)
+                .map(|s| s.fingerprint)
+                .ok_or_else(|| format!("{}: empty document (no words)", d.name))
+        };
+        let threads = std::thread::available_parallelism()
+            .map_or(1, |n| n.get())
+            .min(docs.len().max(1));
+        let per = docs.len().div_ceil(threads).max(1);
+        std::thread::scope(|s| {
+            let handles: Vec<_> = docs
+                .chunks(per)
+                .map(|c| s.spawn(move || c.iter().map(one).collect::<Vec<_>>()))
+                .collect();
+            handles
+                .into_iter()
+                .flat_map(|h| h.join().expect("fingerprinting thread panicked"))
+                .collect()
+        })
+    }
+}
