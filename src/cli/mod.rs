@@ -9,6 +9,7 @@ mod exit;
 mod hash;
 mod input;
 mod json;
+mod quality;
 mod rng;
 mod stream;
 mod workload;
@@ -119,6 +120,27 @@ enum Command {
         max_distance: Option<u32>,
         #[command(flatten)]
         doc: DocArgs,
+    },
+    /// Measure fingerprint quality on real documents: pairs within distance
+    /// k = 1..K against pairs whose word shingles have Jaccard >= T.
+    Quality {
+        /// Files or directories.
+        inputs: Vec<PathBuf>,
+        /// Jaccard similarity that makes a pair a near-duplicate.
+        #[arg(long, default_value_t = 0.8)]
+        threshold: f64,
+        /// Word-shingle width of the Jaccard ground truth.
+        #[arg(long, default_value_t = 3)]
+        truth_shingle: usize,
+        /// Simhash shingle widths to compare (comma separated).
+        #[arg(long, value_delimiter = ',', default_value = "1,2,3,4,5")]
+        shingles: Vec<usize>,
+        /// Largest distance reported.
+        #[arg(long, default_value_t = 6)]
+        max_k: u32,
+        /// Inputs are HTML.
+        #[arg(long)]
+        html: bool,
     },
     /// Measure ingest, space and query rates against in-run baselines.
     Bench {
@@ -402,6 +424,26 @@ fn dispatch(command: Command) -> Result<(), Failure> {
             if skipped > 0 {
                 return Err(Failure::Skipped(skipped));
             }
+        }
+        Command::Quality {
+            inputs,
+            threshold,
+            truth_shingle,
+            shingles,
+            max_k,
+            html,
+        } => {
+            let q = quality::Quality {
+                threshold,
+                truth_shingle,
+                shingles,
+                max_k,
+            };
+            q.run(
+                &inputs,
+                &docs::Source { html, jsonl: None },
+                &mut stdout.lock(),
+            )?;
         }
         Command::Bench { size, queries, k } => bench::run(size, queries, k, &mut stdout.lock())?,
         Command::Workload {
