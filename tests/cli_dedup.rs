@@ -136,3 +136,53 @@ fn decisions_match_brute_force_and_reruns_repeat_them() {
         .collect();
     assert_eq!(simstore(&args), first);
 }
+
+#[test]
+fn killed_dedup_reruns_to_the_same_decisions() {
+    let mut inputs: Vec<String> = std::fs::read_dir("/usr/share/doc")
+        .unwrap()
+        .filter_map(|e| {
+            let p = e.ok()?.path().join("copyright");
+            p.is_file().then(|| p.display().to_string())
+        })
+        .collect();
+    inputs.sort();
+    assert!(inputs.len() > 100, "too few documents: {}", inputs.len());
+    let tmp = tempfile::tempdir().unwrap();
+    let clean_store = tmp.path().join("clean");
+    let mut args = vec!["dedup".to_string(), clean_store.display().to_string()];
+    args.extend(inputs.iter().cloned());
+    let refs: Vec<&str> = args.iter().map(String::as_str).collect();
+    let clean = simstore(&refs);
+
+    let store = tmp.path().join("killed");
+    args[1] = store.display().to_string();
+    for delay_ms in [40u64, 150, 400] {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_simstore"))
+            .args(&args)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(delay_ms));
+        child.kill().unwrap();
+        let partial = child.wait_with_output().unwrap().stdout;
+        let partial = String::from_utf8_lossy(&partial);
+        let complete: Vec<&str> = partial.lines().collect();
+        let complete = &complete[..complete.len().saturating_sub(1)];
+        assert!(
+            clean.lines().zip(complete).all(|(a, b)| a == *b),
+            "killed run diverged"
+        );
+    }
+    let refs: Vec<&str> = args.iter().map(String::as_str).collect();
+    assert_eq!(simstore(&refs), clean);
+    let stats_a = simstore(&["stats", clean_store.to_str().unwrap()]);
+    let stats_b = simstore(&["stats", store.to_str().unwrap()]);
+    let head = |s: &str| s.split("\"bytes_on_disk\"").next().unwrap().to_string();
+    assert_eq!(
+        head(&stats_b),
+        head(&stats_a),
+        "the killed runs inserted something twice"
+    );
+}
