@@ -77,4 +77,151 @@ mod tests {
             super::roundtrip(&data);
         }
     }
+
+    /// Deterministic operation sequences through the stateful target.
+    #[cfg(feature = "storage")]
+    #[test]
+    fn stateful_target_on_pseudo_random_sequences() {
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        for len in [0usize, 60, 300, 1200] {
+            for _ in 0..3 {
+                let data: Vec<u8> = (0..len)
+                    .map(|_| {
+                        x ^= x << 13;
+                        x ^= x >> 7;
+                        x ^= x << 17;
+                        x as u8
+                    })
+                    .collect();
+                super::stateful(&data);
+            }
+        }
+    }
+}
+
+/// Interprets bytes as a sequence of store operations (insert, delete,
+/// delete-fingerprint, query at every distance, compact, reopen) on a
+/// store with tiny blocks, checked after every step against an in-memory
+/// model and a brute-force scan.
+#[cfg(feature = "storage")]
+pub fn stateful(data: &[u8]) {
+    use std::collections::{BTreeMap, BTreeSet};
+
+    use crate::{Op, Options, Store};
+
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("tempdir: {e}"));
+    let path = dir.path().join("s");
+    let options = Options::new()
+        .block_size(40)
+        .manual_compaction(true)
+        .durability(crate::Durability::Buffered);
+    let mut store = Some(Store::create(&path, &options).unwrap_or_else(|e| panic!("create: {e}")));
+    let mut model: BTreeMap<u64, BTreeSet<u64>> = BTreeMap::new();
+    let mut known: Vec<u64> = Vec::new();
+    let mut bytes = data.iter().copied();
+    let mut next = |n: usize| -> Option<u64> {
+        let mut v = 0u64;
+        for _ in 0..n {
+            v = (v << 8) | u64::from(bytes.next()?);
+        }
+        Some(v)
+    };
+    while let Some(op) = next(1) {
+        let Some(s) = store.as_ref() else { break };
+        // Fingerprints: new random ones, or near/equal to known ones.
+        let mut fingerprint = |sel: u64| -> Option<u64> {
+            let fp = if known.is_empty() || sel % 3 == 0 {
+                next(8)?
+            } else {
+                let base = known[(sel as usize / 3) % known.len()];
+                base ^ (next(1)? % 3)
+                    .checked_shl(next(1)? as u32 % 64)
+                    .unwrap_or(0)
+            };
+            known.push(fp);
+            Some(fp)
+        };
+        match op % 7 {
+            0 | 1 => {
+                let Some(fp) = fingerprint(op as u64 / 7) else {
+                    break;
+                };
+                let id = next(1).unwrap_or(0) % 8;
+                s.apply(vec![Op::Insert {
+                    fingerprint: fp,
+                    id: Some(id),
+                }])
+                .unwrap_or_else(|e| panic!("insert: {e}"));
+                model.entry(fp).or_default().insert(id);
+            }
+            2 => {
+                let Some(fp) = fingerprint(op as u64 / 7) else {
+                    break;
+                };
+                let id = next(1).unwrap_or(0) % 8;
+                let removed = s.delete(fp, id).unwrap_or_else(|e| panic!("delete: {e}"));
+                let expect = model.get_mut(&fp).is_some_and(|ids| ids.remove(&id));
+                assert_eq!(removed, expect, "delete({fp:016x}, {id})");
+                if model.get(&fp).is_some_and(BTreeSet::is_empty) {
+                    model.remove(&fp);
+                }
+            }
+            3 => {
+                let Some(fp) = fingerprint(op as u64 / 7) else {
+                    break;
+                };
+                let removed = s
+                    .delete_fingerprint(fp)
+                    .unwrap_or_else(|e| panic!("delete fingerprint: {e}"));
+                assert_eq!(
+                    removed,
+                    model.remove(&fp).is_some(),
+                    "delete_fingerprint({fp:016x})"
+                );
+            }
+            4 => {
+                s.compact().unwrap_or_else(|e| panic!("compact: {e}"));
+            }
+            5 => {
+                drop(store.take());
+                store =
+                    Some(Store::open(&path, &options).unwrap_or_else(|e| panic!("reopen: {e}")));
+            }
+            _ => {
+                let Some(q) = fingerprint(op as u64 / 7) else {
+                    break;
+                };
+                for k in 0..=3u32 {
+                    let mut expect: Vec<(u32, u64, Vec<u64>)> = model
+                        .iter()
+                        .map(|(&f, ids)| ((f ^ q).count_ones(), f, ids.iter().copied().collect()))
+                        .filter(|&(d, _, _)| d <= k)
+                        .collect();
+                    expect.sort();
+                    let got: Vec<(u32, u64, Vec<u64>)> = s
+                        .query(q, k)
+                        .unwrap_or_else(|e| panic!("query: {e}"))
+                        .into_iter()
+                        .map(|m| (m.distance, m.fingerprint, m.ids))
+                        .collect();
+                    assert_eq!(got, expect, "query {q:016x} k={k}");
+                    let batch = s
+                        .query_batch(&[q], k)
+                        .unwrap_or_else(|e| panic!("batch: {e}"));
+                    assert_eq!(batch[0].len(), expect.len(), "batch query {q:016x} k={k}");
+                    let first = s.query_first(q, k).unwrap_or_else(|e| panic!("first: {e}"));
+                    assert_eq!(
+                        first.is_some(),
+                        !expect.is_empty(),
+                        "first-match {q:016x} k={k}"
+                    );
+                }
+            }
+        }
+    }
+    if let Some(s) = store {
+        assert_eq!(s.stats().fingerprints, model.len() as u64);
+        let report = s.verify().unwrap_or_else(|e| panic!("verify: {e}"));
+        assert!(report.ok(), "{:?}", report.problems);
+    }
 }

@@ -1,0 +1,5 @@
+//! Arbitrary sequences of insert / delete / query / compact / reopen
+//! against an in-memory model and brute-force search.
+#![no_main]
+
+libfuzzer_sys::fuzz_target!(|data: &[u8]| simstore::fuzz_support::stateful(data));
