@@ -143,7 +143,7 @@ pub fn stateful(data: &[u8]) {
         };
         match op % 7 {
             0 | 1 => {
-                let Some(fp) = fingerprint(op as u64 / 7) else {
+                let Some(fp) = fingerprint(op / 7) else {
                     break;
                 };
                 let id = next(1).unwrap_or(0) % 8;
@@ -155,7 +155,7 @@ pub fn stateful(data: &[u8]) {
                 model.entry(fp).or_default().insert(id);
             }
             2 => {
-                let Some(fp) = fingerprint(op as u64 / 7) else {
+                let Some(fp) = fingerprint(op / 7) else {
                     break;
                 };
                 let id = next(1).unwrap_or(0) % 8;
@@ -167,7 +167,7 @@ pub fn stateful(data: &[u8]) {
                 }
             }
             3 => {
-                let Some(fp) = fingerprint(op as u64 / 7) else {
+                let Some(fp) = fingerprint(op / 7) else {
                     break;
                 };
                 let removed = s
@@ -188,7 +188,7 @@ pub fn stateful(data: &[u8]) {
                     Some(Store::open(&path, &options).unwrap_or_else(|e| panic!("reopen: {e}")));
             }
             _ => {
-                let Some(q) = fingerprint(op as u64 / 7) else {
+                let Some(q) = fingerprint(op / 7) else {
                     break;
                 };
                 for k in 0..=3u32 {
