@@ -58,47 +58,6 @@ pub fn roundtrip(data: &[u8]) {
     assert_eq!(all, fps);
 }
 
-#[cfg(test)]
-mod tests {
-    /// A short deterministic run of each target.
-    #[test]
-    fn targets_run_on_pseudo_random_inputs() {
-        let mut x = 0x2545_f491_4f6c_dd1du64;
-        for len in 0..600usize {
-            let data: Vec<u8> = (0..len)
-                .map(|_| {
-                    x ^= x << 13;
-                    x ^= x >> 7;
-                    x ^= x << 17;
-                    x as u8
-                })
-                .collect();
-            super::decode_arbitrary(&data);
-            super::roundtrip(&data);
-        }
-    }
-
-    /// Deterministic operation sequences through the stateful target.
-    #[cfg(feature = "storage")]
-    #[test]
-    fn stateful_target_on_pseudo_random_sequences() {
-        let mut x = 0x9e37_79b9_7f4a_7c15u64;
-        for len in [0usize, 60, 300, 1200] {
-            for _ in 0..3 {
-                let data: Vec<u8> = (0..len)
-                    .map(|_| {
-                        x ^= x << 13;
-                        x ^= x >> 7;
-                        x ^= x << 17;
-                        x as u8
-                    })
-                    .collect();
-                super::stateful(&data);
-            }
-        }
-    }
-}
-
 /// Interprets bytes as a sequence of store operations (insert, delete,
 /// delete-fingerprint, query at every distance, compact, reopen) on a
 /// store with tiny blocks, checked after every step against an in-memory
@@ -223,5 +182,46 @@ pub fn stateful(data: &[u8]) {
         assert_eq!(s.stats().fingerprints, model.len() as u64);
         let report = s.verify().unwrap_or_else(|e| panic!("verify: {e}"));
         assert!(report.ok(), "{:?}", report.problems);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    /// A short deterministic run of each target.
+    #[test]
+    fn targets_run_on_pseudo_random_inputs() {
+        let mut x = 0x2545_f491_4f6c_dd1du64;
+        for len in 0..600usize {
+            let data: Vec<u8> = (0..len)
+                .map(|_| {
+                    x ^= x << 13;
+                    x ^= x >> 7;
+                    x ^= x << 17;
+                    x as u8
+                })
+                .collect();
+            super::decode_arbitrary(&data);
+            super::roundtrip(&data);
+        }
+    }
+
+    /// Deterministic operation sequences through the stateful target.
+    #[cfg(feature = "storage")]
+    #[test]
+    fn stateful_target_on_pseudo_random_sequences() {
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        for len in [0usize, 60, 300, 1200] {
+            for _ in 0..3 {
+                let data: Vec<u8> = (0..len)
+                    .map(|_| {
+                        x ^= x << 13;
+                        x ^= x >> 7;
+                        x ^= x << 17;
+                        x as u8
+                    })
+                    .collect();
+                super::stateful(&data);
+            }
+        }
     }
 }
