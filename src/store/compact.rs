@@ -8,11 +8,13 @@
 //! covering every table, and swaps the new table snapshots in.
 
 use std::collections::BTreeSet;
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
 
 use super::shared::Shared;
+use super::state::Pending;
 use crate::error::Result;
 use crate::format::{keys, records};
 use crate::table::{merge, MergeOutput};
@@ -35,11 +37,17 @@ pub(crate) fn compact(shared: &Shared) -> Result<CompactionReport> {
     let _one_at_a_time = shared.compaction.lock();
     shared.check_writable()?;
     let plan = &shared.plan;
-    let (tables, adds, removes) = {
+    let (tables, adds, removes, generation) = {
         let state = shared.state.read();
         let mut removes: Vec<u64> = state.tombstones.iter().copied().collect();
         removes.sort_unstable();
-        (Arc::clone(&state.tables), state.pending.all(plan), removes)
+        let generation = shared.generation.load(Ordering::Acquire);
+        (
+            Arc::clone(&state.tables),
+            state.pending.all(plan),
+            removes,
+            generation,
+        )
     };
     if adds.is_empty() && removes.is_empty() {
         return Ok(CompactionReport::default());
@@ -58,7 +66,7 @@ pub(crate) fn compact(shared: &Shared) -> Result<CompactionReport> {
             shared.block_size,
         )?);
     }
-    commit(shared, &tables, outputs, &adds, &removes)
+    commit(shared, &tables, outputs, &adds, &removes, generation)
 }
 
 fn commit(
@@ -67,6 +75,7 @@ fn commit(
     outputs: Vec<MergeOutput>,
     adds: &[u64],
     removes: &[u64],
+    generation: u64,
 ) -> Result<CompactionReport> {
     let db = &shared.db;
     let plan = &shared.plan;
@@ -97,13 +106,29 @@ fn commit(
         report.blocks_written += out.added.len();
     }
 
-    // Reconcile fingerprints whose state changed while the merge ran.
-    let removed_set: BTreeSet<u64> = removes.iter().copied().collect();
-    let touched: BTreeSet<u64> = adds.iter().chain(removes).copied().collect();
     let (pending_cf, tomb_cf) = (
         db.family(keys::PENDING_FAMILY)?,
         db.family(keys::TOMBSTONES_FAMILY)?,
     );
+    if shared.generation.load(Ordering::Acquire) == generation {
+        // Nothing was written while the merge ran: everything pending was
+        // merged and every tombstone applied, so both families empty out.
+        // (No other key can be in them: writers are held off by the commit
+        // lock until this batch is written.)
+        for family in [pending_cf, tomb_cf] {
+            batch.delete_range_cf(family, &[0u8; 8][..], &[0xffu8; 9][..]);
+        }
+        shared.write_or_poison(batch)?;
+        let mut state = shared.state.write();
+        state.tables = Arc::new(outputs.into_iter().map(|o| o.state).collect());
+        state.pending = Pending::new(plan.tables().len());
+        state.tombstones.clear();
+        return Ok(report);
+    }
+
+    // Reconcile fingerprints whose state changed while the merge ran.
+    let removed_set: BTreeSet<u64> = removes.iter().copied().collect();
+    let touched: BTreeSet<u64> = adds.iter().chain(removes).copied().collect();
     let mut fixes = Vec::new();
     {
         let state = shared.state.read();

@@ -4,7 +4,7 @@
 
 use std::collections::{BTreeMap, HashSet};
 use std::path::Path;
-use std::sync::atomic::AtomicBool;
+use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::sync::Arc;
 
 use parking_lot::{Condvar, Mutex, RwLock};
@@ -217,5 +217,6 @@ fn load(dir: &Path, db: Db, manifest: Manifest, options: &Options) -> Result<Sha
         compaction_error: Mutex::new(None),
         wake: (Mutex::new(false), Condvar::new()),
         poisoned: AtomicBool::new(false),
+        generation: AtomicU64::new(0),
     })
 }

@@ -2,7 +2,7 @@
 //! concurrent callers.
 
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
 use parking_lot::{Condvar, Mutex, RwLock};
@@ -38,6 +38,10 @@ pub(crate) struct Shared {
     /// Wakes the background compactor; `true` asks it to stop.
     pub wake: (Mutex<bool>, Condvar),
     pub poisoned: AtomicBool,
+    /// Incremented by every committed write group (under the state write
+    /// lock): a compaction that sees it unchanged knows nothing was
+    /// inserted or deleted while it merged.
+    pub generation: AtomicU64,
 }
 
 impl Shared {

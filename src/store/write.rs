@@ -277,5 +277,8 @@ fn commit_group(shared: &Shared, group: &[Arc<Request>]) -> Result<Vec<Vec<bool>
         }
     }
     state.ids = ids;
+    shared
+        .generation
+        .fetch_add(1, std::sync::atomic::Ordering::Release);
     Ok(outcomes)
 }
