@@ -3,7 +3,7 @@
 
 use std::fs;
 use std::io::Write;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use crate::error::{Error, Result};
 use crate::format::{marker, FORMAT_VERSION};
@@ -15,8 +15,9 @@ fn io(path: &Path) -> impl Fn(std::io::Error) -> Error + '_ {
     }
 }
 
-/// Prepares `dir` for a new store: it must be absent or empty.
-pub fn create_directory(dir: &Path) -> Result<()> {
+/// Checks that `dir` may receive a new store (absent or empty) and makes
+/// an empty staging directory beside it to build the store in.
+pub fn staging_directory(dir: &Path) -> Result<PathBuf> {
     match fs::read_dir(dir) {
         Ok(mut entries) => {
             if entries.next().is_some() {
@@ -24,13 +25,48 @@ pub fn create_directory(dir: &Path) -> Result<()> {
                     path: dir.to_path_buf(),
                 });
             }
-            Ok(())
         }
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            fs::create_dir_all(dir).map_err(io(dir))
-        }
-        Err(e) => Err(io(dir)(e)),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(io(dir)(e)),
     }
+    let name = dir.file_name().ok_or_else(|| {
+        Error::InvalidArgument(format!("{} does not name a directory", dir.display()))
+    })?;
+    let parent = match dir.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    fs::create_dir_all(&parent).map_err(io(&parent))?;
+    let staging = parent.join(format!(
+        ".{}.creating.{}",
+        name.to_string_lossy(),
+        std::process::id()
+    ));
+    if staging.exists() {
+        fs::remove_dir_all(&staging).map_err(io(&staging))?;
+    }
+    fs::create_dir(&staging).map_err(io(&staging))?;
+    Ok(staging)
+}
+
+/// Renames the finished staging directory to `dir` (absent or an empty
+/// directory, which rename replaces atomically) and syncs the parent.
+pub fn publish(staging: &Path, dir: &Path) -> Result<()> {
+    fs::rename(staging, dir).map_err(|e| match e.kind() {
+        std::io::ErrorKind::DirectoryNotEmpty | std::io::ErrorKind::AlreadyExists => {
+            Error::AlreadyExists {
+                path: dir.to_path_buf(),
+            }
+        }
+        _ => io(dir)(e),
+    })?;
+    let parent = match dir.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    fs::File::open(&parent)
+        .and_then(|d| d.sync_all())
+        .map_err(io(&parent))
 }
 
 /// Writes the marker durably (temporary file, fsync, rename, fsync of the

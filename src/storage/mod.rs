@@ -11,7 +11,7 @@ use rocksdb::{
     DBRecoveryMode, ErrorKind, Options as DbOptions, WriteBatch, WriteOptions, DB,
 };
 
-pub use directory::{check_directory, create_directory, write_marker};
+pub use directory::{check_directory, publish, staging_directory, write_marker};
 
 use crate::error::{Error, Location, Result};
 use crate::format::keys;

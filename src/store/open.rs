@@ -30,23 +30,34 @@ pub(crate) fn create(dir: &Path, options: &Options) -> Result<Shared> {
     let expected_size = options.expected_size.unwrap_or(DEFAULT_EXPECTED_SIZE);
     let plan = Plan::for_size(k, expected_size, options.tables)?;
     let block_size = options.block_size.unwrap_or(DEFAULT_BLOCK_SIZE);
-    storage::create_directory(dir)?;
     let manifest = Manifest {
         plan,
         block_size: block_size as u16,
         expected_size,
     };
-    let db = Db::create(dir, manifest.plan.tables().len())?;
-    let mut batch = storage::batch();
-    let default = db.default_family()?;
-    batch.put_cf(default, keys::MANIFEST, manifest.encode());
-    batch.put_cf(
-        default,
-        keys::COUNTERS,
-        records::encode_counters(&records::Counters::default()),
-    );
-    db.write(batch, true)?;
-    storage::write_marker(dir)?;
+    // Build the store in a staging directory and rename it into place, so
+    // a crash during creation leaves `dir` as it was.
+    let staging = storage::staging_directory(dir)?;
+    let built = (|| {
+        let db = Db::create(&staging, manifest.plan.tables().len())?;
+        let mut batch = storage::batch();
+        let default = db.default_family()?;
+        batch.put_cf(default, keys::MANIFEST, manifest.encode());
+        batch.put_cf(
+            default,
+            keys::COUNTERS,
+            records::encode_counters(&records::Counters::default()),
+        );
+        db.write(batch, true)?;
+        drop(db);
+        storage::write_marker(&staging)?;
+        storage::publish(&staging, dir)
+    })();
+    if let Err(e) = built {
+        let _ = std::fs::remove_dir_all(&staging);
+        return Err(e);
+    }
+    let db = Db::open(dir)?;
     load(dir, db, manifest, options)
 }
 
