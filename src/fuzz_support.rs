@@ -187,19 +187,24 @@ pub fn stateful(data: &[u8]) {
 
 #[cfg(test)]
 mod tests {
+    /// `len` xorshift bytes from the state `x`.
+    fn bytes(x: &mut u64, len: usize) -> Vec<u8> {
+        (0..len)
+            .map(|_| {
+                *x ^= *x << 13;
+                *x ^= *x >> 7;
+                *x ^= *x << 17;
+                *x as u8
+            })
+            .collect()
+    }
+
     /// A short deterministic run of each target.
     #[test]
     fn targets_run_on_pseudo_random_inputs() {
         let mut x = 0x2545_f491_4f6c_dd1du64;
         for len in 0..600usize {
-            let data: Vec<u8> = (0..len)
-                .map(|_| {
-                    x ^= x << 13;
-                    x ^= x >> 7;
-                    x ^= x << 17;
-                    x as u8
-                })
-                .collect();
+            let data = bytes(&mut x, len);
             super::decode_arbitrary(&data);
             super::roundtrip(&data);
         }
@@ -212,15 +217,7 @@ mod tests {
         let mut x = 0x9e37_79b9_7f4a_7c15u64;
         for len in [0usize, 60, 300, 1200] {
             for _ in 0..3 {
-                let data: Vec<u8> = (0..len)
-                    .map(|_| {
-                        x ^= x << 13;
-                        x ^= x >> 7;
-                        x ^= x << 17;
-                        x as u8
-                    })
-                    .collect();
-                super::stateful(&data);
+                super::stateful(&bytes(&mut x, len));
             }
         }
     }

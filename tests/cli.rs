@@ -13,20 +13,7 @@ fn bin() -> Command {
 }
 
 fn run(args: &[&str], stdin: &str) -> Output {
-    let mut child = bin()
-        .args(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(stdin.as_bytes())
-        .unwrap();
-    child.wait_with_output().unwrap()
+    common::run_simstore(args, stdin)
 }
 
 fn ok(args: &[&str], stdin: &str) -> String {

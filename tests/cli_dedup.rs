@@ -3,6 +3,8 @@
 //! rerun, a rerun after a partial run, and a rerun after losing the tail of
 //! the decision log all print exactly the lines of a clean run.
 
+mod common;
+
 use std::path::Path;
 use std::process::Command;
 
@@ -139,14 +141,7 @@ fn decisions_match_brute_force_and_reruns_repeat_them() {
 
 #[test]
 fn killed_dedup_reruns_to_the_same_decisions() {
-    let mut inputs: Vec<String> = std::fs::read_dir("/usr/share/doc")
-        .unwrap()
-        .filter_map(|e| {
-            let p = e.ok()?.path().join("copyright");
-            p.is_file().then(|| p.display().to_string())
-        })
-        .collect();
-    inputs.sort();
+    let inputs = common::copyright_files();
     assert!(inputs.len() > 100, "too few documents: {}", inputs.len());
     let tmp = tempfile::tempdir().unwrap();
     let clean_store = tmp.path().join("clean");

@@ -1,25 +1,15 @@
 //! `simstore hash`: files, directories, standard input, JSONL and HTML,
 //! and per-document warnings for bad inputs.
 
-use std::io::Write;
-use std::process::{Command, Output, Stdio};
+mod common;
+
+use std::process::Output;
 
 fn hash(args: &[&str], stdin: &str) -> Output {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_simstore"))
-        .arg("hash")
-        .args(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(stdin.as_bytes())
-        .unwrap();
-    child.wait_with_output().unwrap()
+    let args: Vec<&str> = std::iter::once("hash")
+        .chain(args.iter().copied())
+        .collect();
+    common::run_simstore(&args, stdin)
 }
 
 #[test]

@@ -4,6 +4,8 @@
 //! /usr/share/common-licenses (base-files), which include several versions
 //! of the same licenses.
 
+mod common;
+
 use std::collections::HashSet;
 
 use simstore::simhash::{feature_hash, Fingerprinter, FEATURE_SEED};
@@ -126,14 +128,7 @@ fn near_duplicate_real_texts_are_closer_than_unrelated_ones() {
 /// quality").
 #[test]
 fn precision_and_recall_on_hundreds_of_real_documents() {
-    let mut inputs: Vec<String> = std::fs::read_dir("/usr/share/doc")
-        .unwrap()
-        .filter_map(|e| {
-            let p = e.ok()?.path().join("copyright");
-            p.is_file().then(|| p.display().to_string())
-        })
-        .collect();
-    inputs.sort();
+    let inputs = common::copyright_files();
     assert!(inputs.len() >= 300, "only {} copyright files", inputs.len());
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_simstore"))
         .args(["quality", "--shingles", "3", "--max-k", "3"])

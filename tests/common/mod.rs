@@ -147,3 +147,38 @@ pub fn check_store(store: &simstore::Store, model: &Model, queries: &[u64]) {
     );
     assert_eq!(stats.ids, model.ids(), "id count");
 }
+
+/// Runs the `simstore` binary with `args`, feeding `stdin`.
+pub fn run_simstore(args: &[&str], stdin: &str) -> std::process::Output {
+    use std::io::Write;
+    use std::process::{Command, Stdio};
+    let mut child = Command::new(env!("CARGO_BIN_EXE_simstore"))
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut input = child.stdin.take().unwrap();
+    let bytes = stdin.as_bytes().to_vec();
+    let writer = std::thread::spawn(move || {
+        let _ = input.write_all(&bytes);
+    });
+    let out = child.wait_with_output().unwrap();
+    writer.join().unwrap();
+    out
+}
+
+/// The `copyright` files of every package on this Debian machine: real
+/// text with many natural near-duplicates (license boilerplate).
+pub fn copyright_files() -> Vec<String> {
+    let mut files: Vec<String> = std::fs::read_dir("/usr/share/doc")
+        .expect("/usr/share/doc")
+        .filter_map(|e| {
+            let p = e.ok()?.path().join("copyright");
+            p.is_file().then(|| p.display().to_string())
+        })
+        .collect();
+    files.sort();
+    files
+}
