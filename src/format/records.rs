@@ -32,26 +32,51 @@ pub fn decode_code(bytes: &[u8]) -> Result<Code, String> {
     Code::from_lengths(lengths).map_err(|e| e.to_string())
 }
 
-/// Persisted counts that cannot be derived cheaply at open.
+/// Persisted counts, rewritten in the same batch as every change to them.
+/// `ids` cannot be derived cheaply at open; the others are checked at open
+/// against what RocksDB returns, so records RocksDB lost (a damaged
+/// MANIFEST can drop a table file) are reported instead of answered from.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Counters {
     /// Number of (fingerprint, id) pairs stored.
     pub ids: u64,
+    /// Number of pending fingerprints.
+    pub pending: u64,
+    /// Number of tombstones.
+    pub tombstones: u64,
+    /// Fingerprints in each table's blocks (the same in every table).
+    pub table_fingerprints: u64,
 }
 
-/// `| ids u64 BE | crc32 u32 BE |`
+/// `| ids u64 | pending u64 | tombstones u64 | table_fingerprints u64 | crc32 u32 |`
 pub fn encode_counters(c: &Counters) -> Vec<u8> {
-    seal(c.ids.to_be_bytes().to_vec())
+    let mut v = Vec::with_capacity(36);
+    for n in [c.ids, c.pending, c.tombstones, c.table_fingerprints] {
+        v.extend_from_slice(&n.to_be_bytes());
+    }
+    seal(v)
 }
 
 /// Decodes the counters record.
 pub fn decode_counters(bytes: &[u8]) -> Result<Counters, String> {
     let body = checked_body(bytes)?;
-    let ids = u64::from_be_bytes(
-        body.try_into()
-            .map_err(|_| format!("counters body of {} bytes", body.len()))?,
-    );
-    Ok(Counters { ids })
+    if body.len() != 32 {
+        return Err(format!(
+            "counters body of {} bytes, expected 32",
+            body.len()
+        ));
+    }
+    let field = |i: usize| {
+        let mut b = [0u8; 8];
+        b.copy_from_slice(&body[i * 8..i * 8 + 8]);
+        u64::from_be_bytes(b)
+    };
+    Ok(Counters {
+        ids: field(0),
+        pending: field(1),
+        tombstones: field(2),
+        table_fingerprints: field(3),
+    })
 }
 
 #[cfg(test)]
@@ -69,7 +94,12 @@ mod tests {
             bad[i] ^= 0x10;
             assert!(decode_code(&bad).is_err());
         }
-        let c = Counters { ids: 12345 };
+        let c = Counters {
+            ids: 12345,
+            pending: 3,
+            tombstones: 2,
+            table_fingerprints: 1 << 40,
+        };
         assert_eq!(decode_counters(&encode_counters(&c)).unwrap(), c);
         assert!(decode_counters(&[1, 2]).is_err());
     }

@@ -110,6 +110,7 @@ fn commit(
         db.family(keys::PENDING_FAMILY)?,
         db.family(keys::TOMBSTONES_FAMILY)?,
     );
+    let new_table_fingerprints = outputs.first().map_or(0, |o| o.state.fingerprints());
     if shared.generation.load(Ordering::Acquire) == generation {
         // Nothing was written while the merge ran: everything pending was
         // merged and every tombstone applied, so both families empty out.
@@ -118,6 +119,17 @@ fn commit(
         for family in [pending_cf, tomb_cf] {
             batch.delete_range_cf(family, &[0u8; 8][..], &[0xffu8; 9][..]);
         }
+        let counters = records::Counters {
+            pending: 0,
+            tombstones: 0,
+            table_fingerprints: new_table_fingerprints,
+            ..shared.state.read().counters()
+        };
+        batch.put_cf(
+            db.default_family()?,
+            keys::COUNTERS,
+            records::encode_counters(&counters),
+        );
         shared.write_or_poison(batch)?;
         let mut state = shared.state.write();
         state.tables = Arc::new(outputs.into_iter().map(|o| o.state).collect());
@@ -159,6 +171,21 @@ fn commit(
             }
             fixes.push((x, pending, want_pending, tombstoned, want_tomb));
         }
+        let mut counters = records::Counters {
+            table_fingerprints: new_table_fingerprints,
+            ..state.counters()
+        };
+        for &(_, pending, want_pending, tombstoned, want_tomb) in &fixes {
+            counters.pending =
+                (counters.pending + u64::from(want_pending)).saturating_sub(u64::from(pending));
+            counters.tombstones =
+                (counters.tombstones + u64::from(want_tomb)).saturating_sub(u64::from(tombstoned));
+        }
+        batch.put_cf(
+            db.default_family()?,
+            keys::COUNTERS,
+            records::encode_counters(&counters),
+        );
     }
     shared.write_or_poison(batch)?;
 

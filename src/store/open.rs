@@ -214,6 +214,28 @@ fn load(dir: &Path, db: Db, manifest: Manifest, options: &Options) -> Result<Sha
         tombstones,
         ids: counters.ids,
     };
+    let found = state.counters();
+    for (t, table) in state.tables.iter().enumerate() {
+        if table.fingerprints() != counters.table_fingerprints {
+            return Err(Error::corrupt(
+                Location::Database,
+                format!(
+                    "table {t} holds {} fingerprints by its block headers, the counters record {}: records were lost or a header is damaged",
+                    table.fingerprints(),
+                    counters.table_fingerprints
+                ),
+            ));
+        }
+    }
+    if (found.pending, found.tombstones) != (counters.pending, counters.tombstones) {
+        return Err(Error::corrupt(
+            Location::Database,
+            format!(
+                "{} pending and {} tombstone records, the counters record {} and {}: records were lost",
+                found.pending, found.tombstones, counters.pending, counters.tombstones
+            ),
+        ));
+    }
     Ok(Shared {
         db,
         dir: dir.to_path_buf(),

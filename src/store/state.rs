@@ -105,6 +105,16 @@ impl State {
         Ok(!self.tombstones.contains(&fp) && self.in_tables(plan, fp)?)
     }
 
+    /// The counters record describing this state.
+    pub fn counters(&self) -> crate::format::records::Counters {
+        crate::format::records::Counters {
+            ids: self.ids,
+            pending: self.pending.len() as u64,
+            tombstones: self.tombstones.len() as u64,
+            table_fingerprints: self.tables.first().map_or(0, TableState::fingerprints),
+        }
+    }
+
     /// Number of live fingerprints.
     pub fn fingerprints(&self) -> u64 {
         let in_tables = self.tables.first().map_or(0, TableState::fingerprints);

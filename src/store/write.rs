@@ -249,14 +249,20 @@ fn commit_group(shared: &Shared, group: &[Arc<Request>]) -> Result<Vec<Vec<bool>
     if batch.is_empty() {
         return Ok(outcomes);
     }
-    let ids = shared.state.read().ids.saturating_add_signed(ids_delta);
-    if ids_delta != 0 {
-        batch.put_cf(
-            db.default_family()?,
-            keys::COUNTERS,
-            records::encode_counters(&records::Counters { ids }),
-        );
+    let mut counters = shared.state.read().counters();
+    let ids = counters.ids.saturating_add_signed(ids_delta);
+    counters.ids = ids;
+    for (before, after) in staged.fps.values() {
+        counters.pending =
+            (counters.pending + u64::from(after.pending)).saturating_sub(u64::from(before.pending));
+        counters.tombstones = (counters.tombstones + u64::from(after.tombstoned))
+            .saturating_sub(u64::from(before.tombstoned));
     }
+    batch.put_cf(
+        db.default_family()?,
+        keys::COUNTERS,
+        records::encode_counters(&counters),
+    );
     shared.write_or_poison(batch)?;
 
     let mut state = shared.state.write();
