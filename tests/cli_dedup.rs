@@ -181,3 +181,43 @@ fn killed_dedup_reruns_to_the_same_decisions() {
         "the killed runs inserted something twice"
     );
 }
+
+/// With stderr on a terminal (util-linux `script` provides one), dedup
+/// shows a progress line with counts, rate and ETA; without one it does not.
+#[test]
+fn progress_line_only_on_a_terminal() {
+    let tmp = tempfile::tempdir().unwrap();
+    let store = tmp.path().join("s");
+    let log = tmp.path().join("typescript");
+    let command = format!(
+        "{} dedup {} /usr/share/common-licenses > /dev/null",
+        env!("CARGO_BIN_EXE_simstore"),
+        store.display()
+    );
+    let status = Command::new("script")
+        .args(["-qec", &command, log.to_str().unwrap()])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .status()
+        .expect("util-linux script");
+    assert!(status.success());
+    let screen = String::from_utf8_lossy(&std::fs::read(&log).unwrap()).to_string();
+    assert!(
+        screen.contains(" files, ") && screen.contains("/s, ETA "),
+        "{screen}"
+    );
+    assert!(screen.contains("simstore: dedup: "), "{screen}");
+    let plain = Command::new(env!("CARGO_BIN_EXE_simstore"))
+        .args([
+            "dedup",
+            tmp.path().join("t").to_str().unwrap(),
+            "/usr/share/common-licenses",
+        ])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8(plain.stderr).unwrap();
+    assert!(
+        !stderr.contains("ETA") && stderr.contains("simstore: dedup: "),
+        "{stderr}"
+    );
+}

@@ -135,11 +135,13 @@ impl Dedup<'_> {
         let file_list = files(inputs);
         let total_files = file_list.len();
         let progress = std::io::stderr().is_terminal();
+        let mut read = 0u64;
         for (n, file) in file_list.into_iter().enumerate() {
             match file {
                 Ok(f) => {
                     let mut failed = None;
                     self.source.documents(&f, &mut |doc| {
+                        read += 1;
                         chunk.push(doc);
                         if chunk.len() >= CHUNK && failed.is_none() {
                             if let Err(e) =
@@ -159,14 +161,14 @@ impl Dedup<'_> {
                 }
             }
             if progress {
-                let rate = counts.documents as f64 / started.elapsed().as_secs_f64().max(1e-9);
+                let rate = read as f64 / started.elapsed().as_secs_f64().max(1e-9);
                 let left = (total_files - n - 1) as f64
                     / ((n + 1) as f64 / started.elapsed().as_secs_f64().max(1e-9));
                 eprint!(
                     "\r{}/{} files, {} documents, {rate:.0}/s, ETA {left:.0}s   ",
                     n + 1,
                     total_files,
-                    counts.documents
+                    read
                 );
             }
         }
