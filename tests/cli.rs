@@ -328,3 +328,13 @@ fn killed_add_loses_no_acknowledged_line_and_grows_no_phantom() {
     );
     assert!(ok(&["verify", d], "").contains("\"ok\":true"));
 }
+
+#[test]
+fn demo_runs_and_agrees_with_brute_force() {
+    let out = ok(&["demo", "--size", "20000", "--queries", "2000"], "");
+    assert!(
+        out.contains("200 of 200 sampled queries agree exactly"),
+        "{out}"
+    );
+    assert!(out.contains("queries at k = 3"), "{out}");
+}

@@ -11,18 +11,18 @@ use super::stream::Failure;
 
 /// A crawl-like collection: mostly distinct pages, a share of
 /// near-duplicates (1–3 bits from an earlier page), exact duplicates and a
-/// spike of identical "empty page" fingerprints.
+/// spike (0.5%) of identical "empty page" fingerprints.
 fn collection(size: usize, rng: &mut Rng) -> Vec<u64> {
     let mut fps: Vec<u64> = Vec::with_capacity(size);
     for _ in 0..size {
-        let roll = rng.below(100);
-        let fp = if fps.is_empty() || roll < 70 {
+        let roll = rng.below(1000);
+        let fp = if fps.is_empty() || roll < 700 {
             rng.next()
-        } else if roll < 90 {
+        } else if roll < 900 {
             let base = fps[rng.below(fps.len() as u64) as usize];
             let bits = 1 + rng.below(3) as u32;
             rng.flip(base, bits)
-        } else if roll < 97 {
+        } else if roll < 995 {
             fps[rng.below(fps.len() as u64) as usize]
         } else {
             0x0000_0000_0000_0000

@@ -177,10 +177,10 @@ enum Command {
     /// collection with near-duplicates, query it and report.
     Demo {
         /// Number of fingerprints to ingest.
-        #[arg(long, default_value_t = 1_000_000)]
+        #[arg(long, default_value_t = 300_000)]
         size: usize,
         /// Number of queries.
-        #[arg(long, default_value_t = 100_000)]
+        #[arg(long, default_value_t = 30_000)]
         queries: usize,
     },
 }
