@@ -224,3 +224,20 @@ fn corrupt_manifest_and_code_are_reported_at_open() {
         other => panic!("expected manifest corruption, got {other:?}"),
     }
 }
+
+#[test]
+fn directory_removed_under_a_running_store_refuses_writes() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("s");
+    let store = Store::create(&path, &Options::new().manual_compaction(true)).unwrap();
+    store.insert(5, 1).unwrap();
+    std::fs::remove_dir_all(&path).unwrap();
+    match store.insert(6, 2) {
+        Err(Error::Storage { message, .. }) => assert!(message.contains("removed"), "{message}"),
+        other => panic!("expected a storage error, got {other:?}"),
+    }
+    assert!(matches!(store.insert(7, 3), Err(Error::Poisoned)));
+    assert!(matches!(store.compact(), Err(Error::Poisoned)));
+    // What was acknowledged before is still answered from memory.
+    assert_eq!(store.query(5, 0).unwrap()[0].ids, vec![1]);
+}

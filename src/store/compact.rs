@@ -81,6 +81,7 @@ fn commit(
     let plan = &shared.plan;
     let _leader = shared.commit.lock();
     shared.check_writable()?;
+    shared.check_directory()?;
     let mut report = CompactionReport {
         merged: adds.len(),
         removed: removes.len(),

@@ -58,6 +58,23 @@ impl Shared {
         Ok(())
     }
 
+    /// Fails (and refuses further writes) when the store directory was
+    /// deleted or replaced under the running process: RocksDB would keep
+    /// writing to unlinked files and every later write would be lost.
+    pub fn check_directory(&self) -> Result<()> {
+        if self.dir.join(crate::format::marker::FILE_NAME).is_file() {
+            return Ok(());
+        }
+        self.poisoned.store(true, Ordering::Release);
+        Err(Error::Storage {
+            context: "committing a write",
+            message: format!(
+                "the store directory {} was removed or replaced",
+                self.dir.display()
+            ),
+        })
+    }
+
     /// Writes a batch with the store's durability. A failed write may
     /// still reach the disk (say, the WAL record was written but the fsync
     /// failed), so memory can no longer be trusted to match it: the store

@@ -199,6 +199,7 @@ impl Staged {
 /// Stages every request, writes one batch, then updates memory.
 fn commit_group(shared: &Shared, group: &[Arc<Request>]) -> Result<Vec<Vec<bool>>> {
     shared.check_writable()?;
+    shared.check_directory()?;
     let mut staged = Staged::default();
     let mut outcomes = Vec::with_capacity(group.len());
     for request in group {
