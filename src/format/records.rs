@@ -48,6 +48,16 @@ pub struct Counters {
     pub table_fingerprints: u64,
 }
 
+impl Counters {
+    /// Accounts for one fingerprint whose pending and tombstone flags go
+    /// from `(pending, tombstoned)` before to after.
+    pub fn moved(&mut self, before: (bool, bool), after: (bool, bool)) {
+        self.pending = (self.pending + u64::from(after.0)).saturating_sub(u64::from(before.0));
+        self.tombstones =
+            (self.tombstones + u64::from(after.1)).saturating_sub(u64::from(before.1));
+    }
+}
+
 /// `| ids u64 | pending u64 | tombstones u64 | table_fingerprints u64 | crc32 u32 |`
 pub fn encode_counters(c: &Counters) -> Vec<u8> {
     let mut v = Vec::with_capacity(36);

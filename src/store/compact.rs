@@ -126,11 +126,7 @@ fn commit(
             table_fingerprints: new_table_fingerprints,
             ..shared.state.read().counters()
         };
-        batch.put_cf(
-            db.default_family()?,
-            keys::COUNTERS,
-            records::encode_counters(&counters),
-        );
+        shared.put_counters(&mut batch, &counters)?;
         shared.write_or_poison(batch)?;
         let mut state = shared.state.write();
         state.tables = Arc::new(outputs.into_iter().map(|o| o.state).collect());
@@ -177,16 +173,9 @@ fn commit(
             ..state.counters()
         };
         for &(_, pending, want_pending, tombstoned, want_tomb) in &fixes {
-            counters.pending =
-                (counters.pending + u64::from(want_pending)).saturating_sub(u64::from(pending));
-            counters.tombstones =
-                (counters.tombstones + u64::from(want_tomb)).saturating_sub(u64::from(tombstoned));
+            counters.moved((pending, tombstoned), (want_pending, want_tomb));
         }
-        batch.put_cf(
-            db.default_family()?,
-            keys::COUNTERS,
-            records::encode_counters(&counters),
-        );
+        shared.put_counters(&mut batch, &counters)?;
     }
     shared.write_or_poison(batch)?;
 

@@ -12,6 +12,7 @@ use super::state::State;
 use super::write::Request;
 use crate::error::{Error, Result};
 use crate::format::keys;
+use crate::format::records::{self, Counters};
 use crate::plan::Plan;
 use crate::storage::Db;
 
@@ -73,6 +74,16 @@ impl Shared {
                 self.dir.display()
             ),
         })
+    }
+
+    /// Adds the counters record to a batch.
+    pub fn put_counters(&self, batch: &mut rocksdb::WriteBatch, counters: &Counters) -> Result<()> {
+        batch.put_cf(
+            self.db.default_family()?,
+            keys::COUNTERS,
+            records::encode_counters(counters),
+        );
+        Ok(())
     }
 
     /// Writes a batch with the store's durability. A failed write may

@@ -10,7 +10,7 @@ use parking_lot::Mutex;
 
 use super::shared::Shared;
 use crate::error::{Error, Result};
-use crate::format::{keys, records};
+use crate::format::keys;
 
 /// One change to the store.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -254,16 +254,12 @@ fn commit_group(shared: &Shared, group: &[Arc<Request>]) -> Result<Vec<Vec<bool>
     let ids = counters.ids.saturating_add_signed(ids_delta);
     counters.ids = ids;
     for (before, after) in staged.fps.values() {
-        counters.pending =
-            (counters.pending + u64::from(after.pending)).saturating_sub(u64::from(before.pending));
-        counters.tombstones = (counters.tombstones + u64::from(after.tombstoned))
-            .saturating_sub(u64::from(before.tombstoned));
+        counters.moved(
+            (before.pending, before.tombstoned),
+            (after.pending, after.tombstoned),
+        );
     }
-    batch.put_cf(
-        db.default_family()?,
-        keys::COUNTERS,
-        records::encode_counters(&counters),
-    );
+    shared.put_counters(&mut batch, &counters)?;
     shared.write_or_poison(batch)?;
 
     let mut state = shared.state.write();
