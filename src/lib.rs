@@ -23,7 +23,9 @@ mod storage;
 pub mod store;
 
 #[cfg(feature = "storage")]
-pub use store::{Durability, Match, Op, Options, Stats, Store, VerifyReport};
+pub use store::{
+    Durability, Match, Op, Options, Stats, Store, VerifyReport, BUFFERED_SYNC_INTERVAL,
+};
 
 #[doc(hidden)]
 pub mod fuzz_support;

@@ -17,8 +17,8 @@ use std::thread::JoinHandle;
 
 pub use compact::CompactionReport;
 pub use options::{
-    Durability, Options, DEFAULT_BLOCK_SIZE, DEFAULT_EXPECTED_SIZE, DEFAULT_MAX_DISTANCE,
-    DEFAULT_MIN_MERGE_THRESHOLD,
+    Durability, Options, BUFFERED_SYNC_INTERVAL, DEFAULT_BLOCK_SIZE, DEFAULT_EXPECTED_SIZE,
+    DEFAULT_MAX_DISTANCE, DEFAULT_MIN_MERGE_THRESHOLD,
 };
 pub use query::Match;
 pub use stats::Stats;
@@ -214,6 +214,12 @@ impl Drop for Store {
     fn drop(&mut self) {
         if let Some(handle) = self.compactor.take() {
             compact::stop_compactor(&self.shared, handle);
+        }
+        // Buffered writes since the last sync become durable at a clean
+        // close; a failure here has no one to report to, and the next open
+        // recovers whatever reached the disk.
+        if !self.shared.sync_writes() {
+            let _ = self.shared.db.flush_wal();
         }
     }
 }

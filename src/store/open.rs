@@ -251,5 +251,6 @@ fn load(dir: &Path, db: Db, manifest: Manifest, options: &Options) -> Result<Sha
         wake: (Mutex::new(false), Condvar::new()),
         poisoned: AtomicBool::new(false),
         generation: AtomicU64::new(0),
+        last_sync: Mutex::new(std::time::Instant::now()),
     })
 }

@@ -14,6 +14,11 @@ pub const DEFAULT_MIN_MERGE_THRESHOLD: usize = 65_536;
 /// exceed `max(DEFAULT_MIN_MERGE_THRESHOLD, stored / MERGE_FRACTION)`.
 pub const MERGE_FRACTION: u64 = 64;
 
+/// In [`Durability::Buffered`] mode, the first commit at least this long
+/// after the last fsync of the write-ahead log is fsynced (and so is
+/// everything before it); closing the store fsyncs it too.
+pub const BUFFERED_SYNC_INTERVAL: std::time::Duration = std::time::Duration::from_secs(1);
+
 /// How durable an acknowledged write is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Durability {
@@ -24,7 +29,10 @@ pub enum Durability {
     Sync,
     /// Acknowledged writes are in the operating system's hands: they
     /// survive a killed process, but a power loss or kernel crash may lose
-    /// the most recent ones (a suffix, never a hole).
+    /// the most recent ones (a suffix, never a hole): those acknowledged
+    /// since the last fsync, which the first commit at least
+    /// [`BUFFERED_SYNC_INTERVAL`] (1 s) after the previous one performs, and
+    /// closing the store performs.
     Buffered,
 }
 

@@ -7,7 +7,9 @@ use std::sync::Arc;
 
 use parking_lot::{Condvar, Mutex, RwLock};
 
-use super::options::{Durability, Options, DEFAULT_MIN_MERGE_THRESHOLD, MERGE_FRACTION};
+use super::options::{
+    Durability, Options, BUFFERED_SYNC_INTERVAL, DEFAULT_MIN_MERGE_THRESHOLD, MERGE_FRACTION,
+};
 use super::state::State;
 use super::write::Request;
 use crate::error::{Error, Result};
@@ -43,6 +45,8 @@ pub(crate) struct Shared {
     /// lock): a compaction that sees it unchanged knows nothing was
     /// inserted or deleted while it merged.
     pub generation: AtomicU64,
+    /// When the write-ahead log was last fsynced by a buffered-mode write.
+    pub last_sync: Mutex<std::time::Instant>,
 }
 
 impl Shared {
@@ -90,8 +94,20 @@ impl Shared {
     /// still reach the disk (say, the WAL record was written but the fsync
     /// failed), so memory can no longer be trusted to match it: the store
     /// refuses further writes until it is reopened.
+    ///
+    /// In buffered mode the first write at least
+    /// [`BUFFERED_SYNC_INTERVAL`] after the last sync is fsynced, so a power
+    /// cut loses at most the writes acknowledged since then.
     pub fn write_or_poison(&self, batch: rocksdb::WriteBatch) -> Result<()> {
-        let result = self.db.write(batch, self.sync_writes());
+        let sync = self.sync_writes() || {
+            let mut last = self.last_sync.lock();
+            let due = last.elapsed() >= BUFFERED_SYNC_INTERVAL;
+            if due {
+                *last = std::time::Instant::now();
+            }
+            due
+        };
+        let result = self.db.write(batch, sync);
         if result.is_err() {
             self.poisoned.store(true, Ordering::Release);
         }
