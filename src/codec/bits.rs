@@ -106,6 +106,14 @@ impl<'a> BitReader<'a> {
 
     /// Consumes `n` bits already examined through [`peek_window`](Self::peek_window).
     /// Returns `None` (and consumes nothing) when fewer than `n` bits remain.
+    /// Moves past `n` bits the caller has checked are there
+    /// (`n <= remaining()`).
+    #[inline]
+    pub fn advance(&mut self, n: u32) {
+        debug_assert!(n as usize <= self.remaining());
+        self.pos += n as usize;
+    }
+
     #[inline]
     pub fn skip(&mut self, n: u32) -> Option<()> {
         if (n as usize) > self.remaining() {

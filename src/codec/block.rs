@@ -237,6 +237,19 @@ pub struct BlockView<'a> {
 impl<'a> BlockView<'a> {
     /// Checks the length, version and CRC of `bytes`.
     pub fn parse(bytes: &'a [u8]) -> Result<Self, DecodeError> {
+        Self::parse_inner(bytes, true)
+    }
+
+    /// Like [`parse`](Self::parse) but without recomputing the CRC: for
+    /// bytes whose CRC was checked when they were loaded into memory and
+    /// that have not changed since. Length, version and count are still
+    /// checked, and decoding still rejects malformed streams.
+    pub fn parse_verified(bytes: &'a [u8]) -> Result<Self, DecodeError> {
+        Self::parse_inner(bytes, false)
+    }
+
+    #[inline]
+    fn parse_inner(bytes: &'a [u8], check_crc: bool) -> Result<Self, DecodeError> {
         let (header, rest) = BlockHeader::read_from_prefix(bytes)
             .map_err(|_| DecodeError::TooShort { len: bytes.len() })?;
         let (first, stream) = <[u8; 8]>::read_from_prefix(rest)
@@ -247,7 +260,11 @@ impl<'a> BlockView<'a> {
                 found: header.version,
             });
         }
-        let computed = checksum(bytes);
+        let computed = if check_crc {
+            checksum(bytes)
+        } else {
+            header.crc.get()
+        };
         if computed != header.crc.get() {
             return Err(DecodeError::Checksum {
                 stored: header.crc.get(),
@@ -288,6 +305,25 @@ impl<'a> BlockView<'a> {
             index: 0,
             count: self.count(),
             failed: false,
+            started: false,
+        }
+    }
+
+    /// Iterates from a point recorded earlier by [`BlockIter::resume_point`]
+    /// on this same block: the first item is the fingerprint at `point`.
+    /// A point that does not belong to this block yields garbage or an
+    /// error, never a panic.
+    pub fn iter_from<'c>(&self, code: &'c Code, point: ResumePoint) -> BlockIter<'a, 'c> {
+        let mut reader = BitReader::new(self.stream);
+        let skipped = reader.skip(point.bit).is_some();
+        BlockIter {
+            reader,
+            code,
+            prev: point.fingerprint,
+            index: point.index as usize,
+            count: if skipped { self.count() } else { 0 },
+            failed: false,
+            started: false,
         }
     }
 
@@ -353,6 +389,22 @@ pub struct BlockIter<'a, 'c> {
     index: usize,
     count: usize,
     failed: bool,
+    /// Whether `prev` (the first fingerprint, or a resume point's) has
+    /// been yielded.
+    started: bool,
+}
+
+/// Where a [`BlockIter`] stood: enough to resume decoding there without
+/// decoding what came before (an in-memory index into a block; not part
+/// of the block format).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ResumePoint {
+    /// The fingerprint last yielded.
+    pub fingerprint: u64,
+    /// Its index in the block.
+    pub index: u16,
+    /// Bits of the stream consumed up to and including it.
+    pub bit: u32,
 }
 
 impl BlockIter<'_, '_> {
@@ -360,6 +412,17 @@ impl BlockIter<'_, '_> {
     /// remains.
     pub fn check_end(&self) -> Result<(), DecodeError> {
         check_padding(&self.reader)
+    }
+
+    /// The point just after the last fingerprint yielded, `None` before the
+    /// first one.
+    pub fn resume_point(&self) -> Option<ResumePoint> {
+        let index = self.index.checked_sub(1)?;
+        Some(ResumePoint {
+            fingerprint: self.prev,
+            index: u16::try_from(index).ok()?,
+            bit: u32::try_from(self.reader.position()).ok()?,
+        })
     }
 }
 
@@ -373,10 +436,26 @@ impl Iterator for BlockIter<'_, '_> {
         }
         let index = self.index;
         self.index += 1;
-        if index == 0 {
+        if !self.started {
+            self.started = true;
             return Some(Ok(self.prev));
         }
-        let (h, len) = self.code.lookup(self.reader.peek_window());
+        let window = self.reader.peek_window();
+        let (h, len) = self.code.lookup(window);
+        // Fast path: code and low bits both lie in this window (it holds at
+        // least 57 valid bits) and within the stream.
+        let total = u32::from(len) + u32::from(h);
+        if total <= 57 && (total as usize) <= self.reader.remaining() {
+            let low = ((window << len) >> 1) >> (63 - u32::from(h));
+            let low = if h == 0 { 0 } else { low };
+            self.reader.advance(total);
+            if let Some(fp) = apply_delta(self.prev, h, low) {
+                self.prev = fp;
+                return Some(Ok(fp));
+            }
+            self.failed = true;
+            return Some(Err(DecodeError::NotIncreasing { index }));
+        }
         let decoded = self
             .reader
             .skip(u32::from(len))

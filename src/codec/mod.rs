@@ -7,8 +7,8 @@ pub mod block;
 pub mod huffman;
 
 pub use block::{
-    encode_blocks, BlockHeader, BlockIter, BlockView, DecodeError, EncodeError, BLOCK_VERSION,
-    HEADER_LEN, MIN_BLOCK_LEN,
+    encode_blocks, BlockHeader, BlockIter, BlockView, DecodeError, EncodeError, ResumePoint,
+    BLOCK_VERSION, HEADER_LEN, MIN_BLOCK_LEN,
 };
 pub use huffman::{Code, CodeError, MAX_CODE_LEN, SYMBOLS};
 

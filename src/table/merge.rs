@@ -105,6 +105,8 @@ pub fn merge(
     // rewrites a bounded number of blocks.
     let mut keys = Vec::with_capacity(n + runs.len());
     let mut blocks: Vec<Arc<[u8]>> = Vec::with_capacity(n + runs.len());
+    let mut verified = Vec::with_capacity(n + runs.len());
+    let mut marks = Vec::with_capacity(n + runs.len());
     let mut removed = Vec::new();
     let mut added = Vec::new();
     let mut carry: Vec<u64> = Vec::new();
@@ -130,6 +132,8 @@ pub fn merge(
         } else if j < n {
             keys.push(old.keys[j]);
             blocks.push(Arc::clone(&old.blocks[j]));
+            verified.push(old.verified[j]);
+            marks.push(old.marks[j].clone());
             j += 1;
             continue;
         } else if absorbing {
@@ -162,10 +166,12 @@ pub fn merge(
             let bytes: Arc<[u8]> = bytes.into();
             keys.push(key);
             blocks.push(Arc::clone(&bytes));
+            verified.push(true); // encoded here, CRC computed from these bytes
+            marks.push(super::marks::Marks::default());
             added.push((key, bytes));
         }
     }
-    let state = TableState::new(old.number, keys, blocks, codes);
+    let state = TableState::with_verified(old.number, keys, blocks, verified, marks, codes);
     Ok(MergeOutput {
         state,
         removed,

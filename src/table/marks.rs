@@ -1,0 +1,72 @@
+//! Resume points inside in-memory blocks: every [`STRIDE`] fingerprints,
+//! the fingerprint and bit position there, so a probe starts decoding at
+//! the nearest point at or below its range instead of at the block start
+//! (delta coding otherwise forces decoding everything before it).
+//!
+//! Memory only, never stored. A block's points are built the second time a
+//! probe reads it (one full decode), so a block read once, as in a short
+//! command-line run, costs nothing extra.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::OnceLock;
+
+use crate::codec::{BlockView, Code, ResumePoint};
+
+/// Fingerprints between resume points.
+pub const STRIDE: usize = 32;
+
+/// The resume points of one block, built on demand.
+#[derive(Debug, Default)]
+pub struct Marks {
+    seen: AtomicBool,
+    points: OnceLock<Box<[ResumePoint]>>,
+}
+
+impl Clone for Marks {
+    fn clone(&self) -> Self {
+        let points = OnceLock::new();
+        if let Some(p) = self.points.get() {
+            let _ = points.set(p.clone());
+        }
+        Self {
+            seen: AtomicBool::new(self.seen.load(Ordering::Relaxed)),
+            points,
+        }
+    }
+}
+
+impl Marks {
+    /// The block's points, or `None` on its first read.
+    pub fn get(&self, view: &BlockView<'_>, code: &Code) -> Option<&[ResumePoint]> {
+        if let Some(p) = self.points.get() {
+            return Some(p);
+        }
+        if !self.seen.swap(true, Ordering::Relaxed) {
+            return None;
+        }
+        Some(self.points.get_or_init(|| build(view, code)))
+    }
+
+    /// Bytes of memory the points take (beyond this struct).
+    pub fn heap_bytes(&self) -> usize {
+        self.points
+            .get()
+            .map_or(0, |p| std::mem::size_of_val::<[ResumePoint]>(p))
+    }
+}
+
+/// Decodes the block once, noting a point after every `STRIDE`-th
+/// fingerprint. Stops quietly at a decoding error: the points before it
+/// are sound, and reading past them reports the error.
+fn build(view: &BlockView<'_>, code: &Code) -> Box<[ResumePoint]> {
+    let mut points = Vec::with_capacity(view.count() / STRIDE);
+    let mut iter = view.iter(code);
+    let mut n = 0;
+    while let Some(Ok(_)) = iter.next() {
+        n += 1;
+        if n % STRIDE == 0 {
+            points.extend(iter.resume_point());
+        }
+    }
+    points.into_boxed_slice()
+}
