@@ -338,3 +338,43 @@ fn demo_runs_and_agrees_with_brute_force() {
     );
     assert!(out.contains("queries at k = 3"), "{out}");
 }
+
+/// An `add` of more lines than the merge threshold (read ahead into one
+/// batch, which then takes the bulk path) acknowledges every line and
+/// stores every fingerprint with its id.
+#[test]
+fn large_add_takes_the_bulk_path_and_acknowledges_everything() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("s");
+    let dir_s = dir.to_str().unwrap();
+    assert!(run(&["create", dir_s], "").status.success());
+    let mut rng = Rng(5);
+    let fps: Vec<u64> = (0..70_000).map(|_| rng.next()).collect();
+    let input: String = fps
+        .iter()
+        .enumerate()
+        .map(|(i, fp)| format!("{fp:016x} {i}\n"))
+        .collect();
+    let out = run(&["add", dir_s, "--ack"], &input);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    assert_eq!(stdout.lines().last(), Some("acked 70000"));
+    let stats = run(&["stats", dir_s], "");
+    let stats = String::from_utf8(stats.stdout).unwrap();
+    assert!(stats.contains("\"fingerprints\":70000"), "{stats}");
+    assert!(stats.contains("\"pending\":0"), "{stats}");
+    let probe: String = fps
+        .iter()
+        .step_by(7001)
+        .map(|fp| format!("{fp:016x}\n"))
+        .collect();
+    let out = run(&["query", dir_s, "--max-distance", "0"], &probe);
+    let text = String::from_utf8(out.stdout).unwrap();
+    for (line, i) in text.lines().zip((0..70_000).step_by(7001)) {
+        assert!(line.contains(&format!("[{i}]")), "{line}");
+    }
+}

@@ -78,8 +78,16 @@ fn file_size_limit_while_adding_and_compacting() {
         .enumerate()
         .map(|(i, f)| format!("{f:016x} {i}\n"))
         .collect();
+    // Fed in pieces with pauses, like a crawler would, so that several
+    // batches commit before the limit is reached (a single read-ahead
+    // batch would fail whole, acknowledging nothing).
     let writer = std::thread::spawn(move || {
-        let _ = stdin.write_all(input.as_bytes());
+        for piece in input.as_bytes().chunks(3000 * 21) {
+            if stdin.write_all(piece).is_err() {
+                return;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(3));
+        }
     });
     let mut acked = 0usize;
     for line in BufReader::new(child.stdout.take().unwrap()).lines() {

@@ -180,3 +180,81 @@ fn distance_beyond_the_plan_is_refused() {
     }
     assert!(store.query(1, 2).unwrap().is_empty());
 }
+
+/// Bulk inserts (batches at or above the merge threshold go straight into
+/// the tables) on top of pending fingerprints, tombstones, re-inserts of
+/// deleted fingerprints, fingerprints already stored and repeats within
+/// the batch, with and without ids; then reopen and compaction.
+#[test]
+fn bulk_inserts_merge_with_pending_and_tombstones() {
+    for (n, clustered_data) in [(3000usize, false), (4000, true)] {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s");
+        let options = Options::new()
+            .block_size(64)
+            .merge_threshold(500)
+            .manual_compaction(true);
+        let store = Store::create(&path, &options).unwrap();
+        let mut rng = Rng(n as u64);
+        let data = if clustered_data {
+            clustered(n, &mut rng)
+        } else {
+            random(n, &mut rng)
+        };
+        let mut model = Model::default();
+        // A bulk load into the empty store.
+        let first: Vec<(u64, Option<u64>)> = data[..1000]
+            .iter()
+            .enumerate()
+            .map(|(i, &fp)| (fp, (i % 3 != 0).then_some(i as u64)))
+            .collect();
+        for &(fp, id) in &first {
+            model.insert(fp, id);
+        }
+        store.insert_bulk(&first).unwrap();
+        assert_eq!(
+            store.stats().pending,
+            0,
+            "the bulk path leaves nothing pending"
+        );
+        // Small writes: pending inserts and deletes (tombstones).
+        for (i, &fp) in data[1000..1300].iter().enumerate() {
+            model.insert(fp, Some(10_000 + i as u64));
+            store.insert(fp, 10_000 + i as u64).unwrap();
+        }
+        for &fp in data[..400].iter().step_by(3) {
+            model.delete_fingerprint(fp);
+            store.delete_fingerprint(fp).unwrap();
+        }
+        assert!(store.stats().tombstones > 0 && store.stats().pending > 0);
+        let qs = queries(&data, 150, &mut rng);
+        check_store(&store, &model, &qs);
+        // A bulk insert mixing new, stored, deleted and repeated fingerprints.
+        let mut second: Vec<(u64, Option<u64>)> = Vec::new();
+        for (i, &fp) in data[1300..].iter().enumerate() {
+            second.push((fp, Some(20_000 + i as u64)));
+        }
+        for (i, &fp) in data[..600].iter().enumerate().step_by(2) {
+            second.push((fp, (i % 4 == 0).then_some(30_000 + i as u64)));
+        }
+        second.push(second[0]);
+        for &(fp, id) in &second {
+            model.insert(fp, id);
+        }
+        store.insert_bulk(&second).unwrap();
+        let stats = store.stats();
+        assert_eq!((stats.pending, stats.tombstones), (0, 0));
+        check_store(&store, &model, &qs);
+        assert!(store.verify().unwrap().ok());
+        drop(store);
+        let store = Store::open(&path, &options).unwrap();
+        check_store(&store, &model, &qs);
+        // A small batch still takes the normal path.
+        store.insert_bulk(&[(7, Some(7))]).unwrap();
+        model.insert(7, Some(7));
+        assert_eq!(store.stats().pending, 1);
+        store.compact().unwrap();
+        check_store(&store, &model, &qs);
+        assert!(store.verify().unwrap().ok());
+    }
+}

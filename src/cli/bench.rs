@@ -51,26 +51,89 @@ impl Uncompressed {
     }
 }
 
+/// Incremental ingest into a fresh store of `size` fingerprints: batches
+/// of 1,000 from one thread and of one from four threads (group commit),
+/// in both durability modes, with background compaction running, for ten
+/// times the merge threshold or a few seconds, whichever ends first.
+fn incremental(options: &Options, size: usize, out: &mut impl Write) -> Result<(), Failure> {
+    let threshold = simstore::store::DEFAULT_MIN_MERGE_THRESHOLD.max(size / 64);
+    for durability in [Durability::Buffered, Durability::Sync] {
+        for (threads, batch) in [(1usize, 1000usize), (4, 1)] {
+            let dir = tempfile::tempdir()?;
+            let store = Store::create(
+                dir.path().join("s"),
+                &options
+                    .clone()
+                    .durability(durability)
+                    .manual_compaction(false),
+            )?;
+            let limit = Duration::from_secs(4);
+            let target = 10 * threshold;
+            let started = Instant::now();
+            let done = std::sync::atomic::AtomicUsize::new(0);
+            std::thread::scope(|scope| {
+                for t in 0..threads {
+                    let (store, done) = (&store, &done);
+                    scope.spawn(move || -> simstore::Result<()> {
+                        let mut rng = Rng(0xbe7c4 + t as u64);
+                        while started.elapsed() < limit
+                            && done.load(std::sync::atomic::Ordering::Relaxed) < target
+                        {
+                            let ops = (0..batch)
+                                .map(|_| Op::Insert {
+                                    fingerprint: rng.next(),
+                                    id: None,
+                                })
+                                .collect();
+                            store.apply(ops)?;
+                            done.fetch_add(batch, std::sync::atomic::Ordering::Relaxed);
+                        }
+                        Ok(())
+                    });
+                }
+            });
+            let n = done.into_inner();
+            let elapsed = started.elapsed();
+            let stats = store.stats();
+            writeln!(
+                out,
+                "ingest: {n} in batches of {batch} from {threads} thread(s), {durability:?}: \
+                 {:.0}/s with background compaction (merge threshold {threshold}; {} still pending)",
+                rate(n, elapsed),
+                stats.pending
+            )?;
+        }
+    }
+    Ok(())
+}
+
 fn rate(n: usize, d: Duration) -> f64 {
     n as f64 / d.as_secs_f64().max(1e-9)
 }
 
 /// Runs the benchmark and prints one line per figure.
-pub fn run(size: usize, queries: usize, k: u32, out: &mut impl Write) -> Result<(), Failure> {
+pub fn run(
+    size: usize,
+    queries: usize,
+    k: u32,
+    tables: Option<u32>,
+    out: &mut impl Write,
+) -> Result<(), Failure> {
     let dir = tempfile::tempdir()?;
     let mut rng = Rng(42);
     let fps: Vec<u64> = (0..size).map(|_| rng.next()).collect();
-    let store = Store::create(
-        dir.path().join("s"),
-        &Options::new()
-            .expected_size(size as u64)
-            .durability(Durability::Buffered)
-            .manual_compaction(true),
-    )?;
+    let mut options = Options::new()
+        .expected_size(size as u64)
+        .durability(Durability::Buffered)
+        .manual_compaction(true);
+    if let Some(t) = tables {
+        options = options.tables(t);
+    }
+    let store = Store::create(dir.path().join("s"), &options)?;
     let plan = store.plan().clone();
     writeln!(
         out,
-        "bench: N = {size} uniform, k = {k}, {} tables, prefixes {:?}, 1 thread, warm",
+        "bench: N = {size} uniform, k = {k}, {} tables, prefixes {:?}, 1 thread unless stated, warm",
         plan.tables().len(),
         plan.tables()
             .iter()
@@ -79,28 +142,16 @@ pub fn run(size: usize, queries: usize, k: u32, out: &mut impl Write) -> Result<
     )?;
 
     let started = Instant::now();
-    for chunk in fps.chunks(100_000) {
-        store.apply(
-            chunk
-                .iter()
-                .map(|&f| Op::Insert {
-                    fingerprint: f,
-                    id: None,
-                })
-                .collect(),
-        )?;
-    }
-    let appended = started.elapsed();
-    let started = Instant::now();
-    store.compact()?;
-    let compacted = started.elapsed();
+    let pairs: Vec<(u64, Option<u64>)> = fps.iter().map(|&f| (f, None)).collect();
+    store.insert_bulk(&pairs)?;
+    drop(pairs);
+    let loaded = started.elapsed();
     writeln!(
         out,
-        "ingest: append {:.0}/s, then one compaction {:.2?} ({:.0}/s overall)",
-        rate(size, appended),
-        compacted,
-        rate(size, appended + compacted)
+        "ingest: bulk load into the empty store {:.0}/s ({loaded:.2?}, buffered)",
+        rate(size, loaded),
     )?;
+    incremental(&options, size, out)?;
     let stats = store.stats();
     let per_table =
         stats.table_bytes as f64 / (stats.fingerprints.max(1) * stats.tables as u64) as f64;
@@ -133,6 +184,13 @@ pub fn run(size: usize, queries: usize, k: u32, out: &mut impl Write) -> Result<
     }
     let uncompressed = started.elapsed();
 
+    // Warm up: every block the queries touch is read twice (the second
+    // read builds its in-memory resume points), as on a serving process.
+    for _ in 0..2 {
+        for &q in &qs {
+            store.query(q, k)?;
+        }
+    }
     let started = Instant::now();
     let mut hits = 0usize;
     for &q in &qs {
@@ -145,9 +203,48 @@ pub fn run(size: usize, queries: usize, k: u32, out: &mut impl Write) -> Result<
         first_hits += usize::from(store.query_first(q, k)?.is_some());
     }
     let first = started.elapsed();
+    store.set_batch_threads(1);
     let started = Instant::now();
     let batch_hits: usize = store.query_batch(&qs, k)?.iter().map(Vec::len).sum();
     let batch = started.elapsed();
+
+    // The same with every core: queries split across threads, and the
+    // batch spread over them.
+    let threads = std::thread::available_parallelism().map_or(1, usize::from);
+    let parallel = |first: bool| -> Result<(usize, Duration), Failure> {
+        let started = Instant::now();
+        let per = qs.len().div_ceil(threads).max(1);
+        let found = std::thread::scope(|scope| {
+            let handles: Vec<_> = qs
+                .chunks(per)
+                .map(|part| {
+                    let store = &store;
+                    scope.spawn(move || -> simstore::Result<usize> {
+                        let mut n = 0;
+                        for &q in part {
+                            n += if first {
+                                usize::from(store.query_first(q, k)?.is_some())
+                            } else {
+                                store.query(q, k)?.len()
+                            };
+                        }
+                        Ok(n)
+                    })
+                })
+                .collect();
+            handles
+                .into_iter()
+                .map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
+                .sum::<simstore::Result<usize>>()
+        })?;
+        Ok((found, started.elapsed()))
+    };
+    let (par_hits, par_all) = parallel(false)?;
+    let (par_first_hits, par_first) = parallel(true)?;
+    store.set_batch_threads(threads);
+    let started = Instant::now();
+    let par_batch_hits: usize = store.query_batch(&qs, k)?.iter().map(Vec::len).sum();
+    let par_batch = started.elapsed();
 
     let scan_n = queries.min((200_000_000 / size.max(1)).max(10));
     let started = Instant::now();
@@ -157,9 +254,13 @@ pub fn run(size: usize, queries: usize, k: u32, out: &mut impl Write) -> Result<
     }
     let scan = started.elapsed();
     let scan_rate = rate(scan_n, scan);
-    if hits != base_hits || batch_hits != hits {
+    if [batch_hits, par_hits, par_batch_hits, base_hits] != [hits; 4]
+        || par_first_hits != first_hits
+    {
         return Err(Failure::Io(std::io::Error::other(format!(
-            "answers disagree: store {hits}, batch {batch_hits}, uncompressed {base_hits}"
+            "answers disagree: store {hits}, batch {batch_hits}, {threads} threads {par_hits} \
+             and batch {par_batch_hits}, first {first_hits} and {par_first_hits}, \
+             uncompressed {base_hits}"
         ))));
     }
     writeln!(out, "matches: {hits} over {queries} queries (first-match found {first_hits}; scan sample {scan_hits})")?;
@@ -173,6 +274,16 @@ pub fn run(size: usize, queries: usize, k: u32, out: &mut impl Write) -> Result<
     writeln!(out, "{}", line("all matches", rate(queries, all)))?;
     writeln!(out, "{}", line("first match", rate(queries, first)))?;
     writeln!(out, "{}", line("batch", rate(queries, batch)))?;
+    let both = |name: &str, one: Duration, many: Duration| {
+        format!(
+            "{name}, {threads} threads: {:.0} queries/s ({:.2}x one thread)",
+            rate(queries, many),
+            one.as_secs_f64() / many.as_secs_f64().max(1e-9)
+        )
+    };
+    writeln!(out, "{}", both("all matches", all, par_all))?;
+    writeln!(out, "{}", both("first match", first, par_first))?;
+    writeln!(out, "{}", both("batch", batch, par_batch))?;
     writeln!(
         out,
         "baseline uncompressed in-memory tables: {:.0} queries/s",

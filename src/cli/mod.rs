@@ -153,6 +153,9 @@ enum Command {
         /// Query distance.
         #[arg(long, default_value_t = 3)]
         k: u32,
+        /// Exact number of tables, overriding the planner.
+        #[arg(long)]
+        tables: Option<u32>,
     },
     /// Crash-test child: concurrent inserts, deletes and compactions,
     /// announcing and acknowledging each operation on stdout.
@@ -308,7 +311,7 @@ fn dispatch(command: Command) -> Result<(), Failure> {
         } => {
             let store = open(&dir, durability, true)?;
             let mut out = stdout.lock();
-            Batcher::new(&store, ack).run(io::stdin().lock(), &mut out, |fp, id| {
+            Batcher::new(&store, ack).run(io::stdin(), &mut out, |fp, id| {
                 Ok(Op::Insert {
                     fingerprint: fp,
                     id,
@@ -322,7 +325,7 @@ fn dispatch(command: Command) -> Result<(), Failure> {
         } => {
             let store = open(&dir, durability, true)?;
             let mut out = stdout.lock();
-            Batcher::new(&store, ack).run(io::stdin().lock(), &mut out, |fp, id| {
+            Batcher::new(&store, ack).run(io::stdin(), &mut out, |fp, id| {
                 Ok(match id {
                     Some(id) => Op::Delete {
                         fingerprint: fp,
@@ -347,14 +350,7 @@ fn dispatch(command: Command) -> Result<(), Failure> {
                 }
                 .into());
             }
-            stream::query(
-                &store,
-                io::stdin().lock(),
-                &mut stdout.lock(),
-                k,
-                first,
-                batch,
-            )?;
+            stream::query(&store, io::stdin(), &mut stdout.lock(), k, first, batch)?;
         }
         Command::Compact { dir } => {
             let store = open(&dir, Durability::Sync, false)?;
@@ -445,7 +441,12 @@ fn dispatch(command: Command) -> Result<(), Failure> {
                 &mut stdout.lock(),
             )?;
         }
-        Command::Bench { size, queries, k } => bench::run(size, queries, k, &mut stdout.lock())?,
+        Command::Bench {
+            size,
+            queries,
+            k,
+            tables,
+        } => bench::run(size, queries, k, tables, &mut stdout.lock())?,
         Command::Workload {
             dir,
             durability,

@@ -10,7 +10,7 @@ use super::input::parse_record;
 use super::json;
 
 /// Most lines committed in one batch.
-const MAX_BATCH: usize = 10_000;
+const MAX_BATCH: usize = 1 << 20;
 /// Queries answered per batch call with `--batch`.
 const QUERY_BATCH: usize = 1 << 20;
 
@@ -47,29 +47,78 @@ impl From<io::Error> for Failure {
 }
 
 /// Reads lines, parsing each with `parse`, and hands them to `sink`
-/// together with whether more input is already buffered.
+/// together with whether more input is already available (read and
+/// waiting), so callers can commit or flush exactly when the next line
+/// would have to be waited for.
+///
+/// A reader thread reads ahead into chunks of whole lines; a chunk is
+/// handed over as soon as reading on would block (or at 64 KiB), so an
+/// interactive writer gets its answer after each line while a file is read
+/// in large chunks. On an early return the thread is left blocked on its
+/// read; the process exits without waiting for it.
 fn for_each_line<T>(
-    input: impl Read,
+    input: impl Read + Send + 'static,
     parse: impl Fn(&str) -> Result<Option<T>, String>,
     mut sink: impl FnMut(usize, Option<T>, bool) -> Result<(), Failure>,
 ) -> Result<(), Failure> {
-    let mut reader = BufReader::with_capacity(1 << 16, input);
-    let mut buf = Vec::new();
-    let mut line = 0usize;
-    loop {
-        buf.clear();
-        if reader.read_until(b'\n', &mut buf)? == 0 {
-            return Ok(());
+    let (tx, rx) = std::sync::mpsc::sync_channel::<io::Result<Vec<u8>>>(64);
+    std::thread::spawn(move || {
+        let mut reader = BufReader::with_capacity(1 << 16, input);
+        let mut chunk = Vec::new();
+        loop {
+            match reader.read_until(b'\n', &mut chunk) {
+                Ok(0) => {
+                    if !chunk.is_empty() {
+                        let _ = tx.send(Ok(chunk));
+                    }
+                    return;
+                }
+                Ok(_) => {
+                    let full = reader.buffer().is_empty() || chunk.len() >= 1 << 16;
+                    if full && tx.send(Ok(std::mem::take(&mut chunk))).is_err() {
+                        return;
+                    }
+                }
+                Err(e) => {
+                    let _ = tx.send(Err(e));
+                    return;
+                }
+            }
         }
-        line += 1;
-        let parsed = std::str::from_utf8(&buf)
-            .map_err(|_| "line is not valid UTF-8".to_string())
-            .and_then(|s| parse(s.trim_end_matches(['\n', '\r'])));
-        match parsed {
-            Ok(item) => sink(line, item, !reader.buffer().is_empty())?,
-            Err(message) => return Err(Failure::Input { line, message }),
+    });
+    let mut line = 0usize;
+    let mut next = rx.recv().ok();
+    while let Some(chunk) = next.take() {
+        let chunk = chunk?;
+        next = rx.try_recv().ok();
+        let mut rest = &chunk[..];
+        while !rest.is_empty() {
+            let end = rest
+                .iter()
+                .position(|&b| b == b'\n')
+                .map_or(rest.len(), |i| i + 1);
+            let (text, after) = rest.split_at(end);
+            rest = after;
+            line += 1;
+            let parsed = std::str::from_utf8(text)
+                .map_err(|_| "line is not valid UTF-8".to_string())
+                .and_then(|s| parse(s.trim_end_matches(['\n', '\r'])));
+            let more = !rest.is_empty() || {
+                if next.is_none() {
+                    next = rx.try_recv().ok();
+                }
+                next.is_some()
+            };
+            match parsed {
+                Ok(item) => sink(line, item, more)?,
+                Err(message) => return Err(Failure::Input { line, message }),
+            }
+        }
+        if next.is_none() {
+            next = rx.recv().ok();
         }
     }
+    Ok(())
 }
 
 /// Commits input lines as store operations in batches.
@@ -95,7 +144,7 @@ impl<'a> Batcher<'a> {
     /// it and fails naming it.
     pub fn run(
         mut self,
-        input: impl Read,
+        input: impl Read + Send + 'static,
         out: &mut impl Write,
         make: impl Fn(u64, Option<u64>) -> Result<Op, String>,
     ) -> Result<(), Failure> {
@@ -125,7 +174,19 @@ impl<'a> Batcher<'a> {
         if self.ops.is_empty() {
             return Ok(());
         }
-        self.store.apply(std::mem::take(&mut self.ops))?;
+        let ops = std::mem::take(&mut self.ops);
+        let inserts: Option<Vec<(u64, Option<u64>)>> = ops
+            .iter()
+            .map(|op| match *op {
+                Op::Insert { fingerprint, id } => Some((fingerprint, id)),
+                _ => None,
+            })
+            .collect();
+        match inserts {
+            // Large insert-only batches take the bulk path (whole blocks).
+            Some(pairs) => self.store.insert_bulk(&pairs)?,
+            None => drop(self.store.apply(ops)?),
+        }
         if self.ack {
             // A closed stdout must not pass for success: the rest of the
             // input would silently go unapplied.
@@ -144,7 +205,7 @@ impl<'a> Batcher<'a> {
 /// Answers query lines, one JSON line each, in input order.
 pub fn query(
     store: &Store,
-    input: impl Read,
+    input: impl Read + Send + 'static,
     out: &mut impl Write,
     k: u32,
     first: bool,

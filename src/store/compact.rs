@@ -17,7 +17,7 @@ use super::shared::Shared;
 use super::state::Pending;
 use crate::error::Result;
 use crate::format::{keys, records};
-use crate::table::{merge, MergeOutput};
+use crate::table::{merge, MergeOutput, TableState};
 
 /// What one compaction did.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -52,21 +52,94 @@ pub(crate) fn compact(shared: &Shared) -> Result<CompactionReport> {
     if adds.is_empty() && removes.is_empty() {
         return Ok(CompactionReport::default());
     }
-    let mut outputs: Vec<MergeOutput> = Vec::with_capacity(tables.len());
-    for (table, spec) in tables.iter().zip(plan.tables()) {
+    let outputs = merge_all(shared, &tables, &adds, &removes)?;
+    commit(shared, &tables, outputs, &adds, &removes, generation)
+}
+
+/// Merges sorted unpermuted `adds` into and `removes` out of every table,
+/// the tables spread over the machine's cores.
+pub(crate) fn merge_all(
+    shared: &Shared,
+    tables: &[TableState],
+    adds: &[u64],
+    removes: &[u64],
+) -> Result<Vec<MergeOutput>> {
+    let plan = &shared.plan;
+    let one = |t: usize| -> Result<MergeOutput> {
+        let spec = &plan.tables()[t];
         let permute = |v: &[u64]| {
             let mut p: Vec<u64> = v.iter().map(|&x| spec.permutation.apply(x)).collect();
             p.sort_unstable();
             p
         };
-        outputs.push(merge(
-            table,
-            &permute(&adds),
-            &permute(&removes),
+        merge(
+            &tables[t],
+            &permute(adds),
+            &permute(removes),
             shared.block_size,
-        )?);
+        )
+    };
+    let threads = std::thread::available_parallelism()
+        .map_or(1, usize::from)
+        .min(tables.len());
+    if threads <= 1 || adds.len() + removes.len() < PARALLEL_MERGE_MIN {
+        return (0..tables.len()).map(one).collect();
     }
-    commit(shared, &tables, outputs, &adds, &removes, generation)
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let mut outputs: Vec<(usize, Result<MergeOutput>)> = std::thread::scope(|scope| {
+        let workers: Vec<_> = (0..threads)
+            .map(|_| {
+                scope.spawn(|| {
+                    let mut done = Vec::new();
+                    loop {
+                        let t = next.fetch_add(1, Ordering::Relaxed);
+                        if t >= tables.len() {
+                            return done;
+                        }
+                        done.push((t, one(t)));
+                    }
+                })
+            })
+            .collect();
+        workers
+            .into_iter()
+            .flat_map(|w| w.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
+            .collect()
+    });
+    outputs.sort_by_key(|(t, _)| *t);
+    outputs.into_iter().map(|(_, out)| out).collect()
+}
+
+/// Merges smaller than this run on the calling thread.
+const PARALLEL_MERGE_MIN: usize = 1 << 14;
+
+/// Adds the block (and code) changes of every table to `batch`.
+pub(crate) fn write_tables(
+    shared: &Shared,
+    batch: &mut rocksdb::WriteBatch,
+    outputs: &[MergeOutput],
+    report: &mut CompactionReport,
+) -> Result<()> {
+    let db = &shared.db;
+    for (t, out) in outputs.iter().enumerate() {
+        let family = db.table(t)?;
+        for &key in &out.removed {
+            batch.delete_cf(family, keys::fingerprint(key));
+        }
+        for (key, bytes) in &out.added {
+            batch.put_cf(family, keys::fingerprint(*key), bytes);
+        }
+        if let Some((id, code)) = &out.new_code {
+            batch.put_cf(
+                db.family(keys::CODES_FAMILY)?,
+                keys::code(t as u16, *id),
+                records::encode_code(code),
+            );
+        }
+        report.blocks_replaced += out.removed.len();
+        report.blocks_written += out.added.len();
+    }
+    Ok(())
 }
 
 fn commit(
@@ -88,24 +161,7 @@ fn commit(
         ..Default::default()
     };
     let mut batch = crate::storage::batch();
-    for (t, out) in outputs.iter().enumerate() {
-        let family = db.table(t)?;
-        for &key in &out.removed {
-            batch.delete_cf(family, keys::fingerprint(key));
-        }
-        for (key, bytes) in &out.added {
-            batch.put_cf(family, keys::fingerprint(*key), bytes);
-        }
-        if let Some((id, code)) = &out.new_code {
-            batch.put_cf(
-                db.family(keys::CODES_FAMILY)?,
-                keys::code(t as u16, *id),
-                records::encode_code(code),
-            );
-        }
-        report.blocks_replaced += out.removed.len();
-        report.blocks_written += out.added.len();
-    }
+    write_tables(shared, &mut batch, &outputs, &mut report)?;
 
     let (pending_cf, tomb_cf) = (
         db.family(keys::PENDING_FAMILY)?,

@@ -1,6 +1,7 @@
 //! The store: permuted tables, pending appends, tombstones, compaction and
 //! recovery beneath a small API.
 
+mod bulk;
 mod compact;
 mod open;
 mod options;
@@ -118,15 +119,28 @@ impl Store {
         .map(drop)
     }
 
-    /// Stores many (fingerprint, id) pairs in one atomic commit.
+    /// Stores many (fingerprint, id) pairs in one atomic commit; see
+    /// [`insert_bulk`](Self::insert_bulk).
     pub fn insert_batch(&self, pairs: &[(u64, u64)]) -> Result<()> {
+        let pairs: Vec<(u64, Option<u64>)> = pairs.iter().map(|&(f, id)| (f, Some(id))).collect();
+        self.insert_bulk(&pairs)
+    }
+
+    /// Stores many fingerprints, each with an optional id, in one atomic
+    /// commit. A batch at least as large as the merge threshold (65,536 by
+    /// default) skips the pending stage: it is merged straight into the
+    /// compressed tables, with everything already pending, writing whole
+    /// blocks (the bulk-load path; it holds off other writers and
+    /// compactions meanwhile, not queries). Smaller batches go through the
+    /// normal group commit.
+    pub fn insert_bulk(&self, pairs: &[(u64, Option<u64>)]) -> Result<()> {
+        if bulk::worth_it(&self.shared, pairs.len()) {
+            return bulk::insert_bulk(&self.shared, pairs);
+        }
         self.apply(
             pairs
                 .iter()
-                .map(|&(fingerprint, id)| Op::Insert {
-                    fingerprint,
-                    id: Some(id),
-                })
+                .map(|&(fingerprint, id)| Op::Insert { fingerprint, id })
                 .collect(),
         )
         .map(drop)
@@ -171,9 +185,20 @@ impl Store {
     }
 
     /// [`query`](Self::query) for many fingerprints at once, visiting each
-    /// table's blocks in order; results are in input order.
+    /// table's blocks in order; results are in input order. Batches of
+    /// 4,096 or more use up to [`batch_threads`](Self::set_batch_threads)
+    /// threads.
     pub fn query_batch(&self, fingerprints: &[u64], k: u32) -> Result<Vec<Vec<Match>>> {
         query::query_batch(&self.shared, fingerprints, k)
+    }
+
+    /// Sets how many threads a large [`query_batch`](Self::query_batch) may
+    /// use (at least 1; the default is the machine's available
+    /// parallelism).
+    pub fn set_batch_threads(&self, threads: usize) {
+        self.shared
+            .batch_threads
+            .store(threads.max(1), std::sync::atomic::Ordering::Relaxed);
     }
 
     /// The ids stored for a fingerprint, increasing.

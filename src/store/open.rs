@@ -252,5 +252,8 @@ fn load(dir: &Path, db: Db, manifest: Manifest, options: &Options) -> Result<Sha
         poisoned: AtomicBool::new(false),
         generation: AtomicU64::new(0),
         last_sync: Mutex::new(std::time::Instant::now()),
+        batch_threads: std::sync::atomic::AtomicUsize::new(
+            std::thread::available_parallelism().map_or(1, usize::from),
+        ),
     })
 }

@@ -119,48 +119,118 @@ pub(crate) fn query_first(shared: &Shared, fp: u64, k: u32) -> Result<Option<Mat
 }
 
 /// Answers many queries, visiting each table's blocks in order once per
-/// chunk of queries; results come back in input order.
+/// chunk of queries; results come back in input order. Large chunks are
+/// spread over up to `batch_threads` threads, each taking whole tables
+/// (so every block is still decoded once per chunk), then each thread
+/// finishing a share of the queries.
 pub(crate) fn query_batch(shared: &Shared, fps: &[u64], k: u32) -> Result<Vec<Vec<Match>>> {
     let probe = check_distance(shared, k)?;
     let mut results = Vec::with_capacity(fps.len());
     for chunk in fps.chunks(BATCH_CHUNK) {
-        let mut found: Vec<Vec<(u64, u32)>> = vec![Vec::new(); chunk.len()];
-        {
+        let threads = if chunk.len() >= PARALLEL_MIN {
+            shared
+                .batch_threads
+                .load(std::sync::atomic::Ordering::Relaxed)
+                .min(probe.len())
+                .max(1)
+        } else {
+            1
+        };
+        if threads == 1 {
+            let found = probe_tables(shared, &shared.state.read(), probe, chunk, k)?;
+            for f in found {
+                results.push(finish(shared, f)?);
+            }
+            continue;
+        }
+        let mut found: Vec<Vec<(u64, u32)>> = {
             let state = shared.state.read();
-            for &t in probe {
-                let spec = &shared.plan.tables()[t];
-                let mut order: Vec<(u64, usize)> = chunk
+            let shares: Vec<&[usize]> = probe.chunks(probe.len().div_ceil(threads)).collect();
+            let mut parts = std::thread::scope(|scope| {
+                let handles: Vec<_> = shares
                     .iter()
-                    .enumerate()
-                    .map(|(i, &fp)| (spec.permutation.apply(fp), i))
+                    .map(|&tables| {
+                        let state = &*state;
+                        scope.spawn(move || probe_tables(shared, state, tables, chunk, k))
+                    })
                     .collect();
-                order.sort_unstable();
-                let ranges: Vec<(u64, u64)> =
-                    order.iter().map(|&(q, _)| spec.prefix_range(q)).collect();
-                state.tables[t].scan_sorted(&ranges, |r, p| {
-                    let (q, i) = order[r];
-                    let d = (p ^ q).count_ones();
-                    if d <= k {
-                        let x = spec.permutation.invert(p);
-                        if !state.tombstones.contains(&x) {
-                            found[i].push((x, d));
-                        }
-                    }
-                })?;
-                for (r, &(q, i)) in order.iter().enumerate() {
-                    let (lo, hi) = ranges[r];
-                    for p in state.pending.range(t, lo, hi) {
-                        let d = (p ^ q).count_ones();
-                        if d <= k {
-                            found[i].push((spec.permutation.invert(p), d));
-                        }
-                    }
+                handles
+                    .into_iter()
+                    .map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
+                    .collect::<Result<Vec<_>>>()
+            })?;
+            let mut found = parts.pop().unwrap_or_default();
+            for part in parts {
+                for (f, p) in found.iter_mut().zip(part) {
+                    f.extend(p);
+                }
+            }
+            found
+        };
+        found.resize_with(chunk.len(), Vec::new);
+        let per = found.len().div_ceil(threads).max(1);
+        let finished = std::thread::scope(|scope| {
+            let handles: Vec<_> = found
+                .chunks_mut(per)
+                .map(|part| {
+                    scope.spawn(move || {
+                        part.iter_mut()
+                            .map(|f| finish(shared, std::mem::take(f)))
+                            .collect::<Result<Vec<_>>>()
+                    })
+                })
+                .collect();
+            handles
+                .into_iter()
+                .map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
+                .collect::<Result<Vec<_>>>()
+        })?;
+        results.extend(finished.into_iter().flatten());
+    }
+    Ok(results)
+}
+
+/// Chunks smaller than this are answered on the calling thread.
+const PARALLEL_MIN: usize = 4096;
+
+/// Candidates for each query of `chunk` from the given tables (and their
+/// pending fingerprints), in chunk order.
+fn probe_tables(
+    shared: &Shared,
+    state: &State,
+    tables: &[usize],
+    chunk: &[u64],
+    k: u32,
+) -> Result<Vec<Vec<(u64, u32)>>> {
+    let mut found: Vec<Vec<(u64, u32)>> = vec![Vec::new(); chunk.len()];
+    for &t in tables {
+        let spec = &shared.plan.tables()[t];
+        let mut order: Vec<(u64, usize)> = chunk
+            .iter()
+            .enumerate()
+            .map(|(i, &fp)| (spec.permutation.apply(fp), i))
+            .collect();
+        order.sort_unstable();
+        let ranges: Vec<(u64, u64)> = order.iter().map(|&(q, _)| spec.prefix_range(q)).collect();
+        state.tables[t].scan_sorted(&ranges, |r, p| {
+            let (q, i) = order[r];
+            let d = (p ^ q).count_ones();
+            if d <= k {
+                let x = spec.permutation.invert(p);
+                if !state.tombstones.contains(&x) {
+                    found[i].push((x, d));
+                }
+            }
+        })?;
+        for (r, &(q, i)) in order.iter().enumerate() {
+            let (lo, hi) = ranges[r];
+            for p in state.pending.range(t, lo, hi) {
+                let d = (p ^ q).count_ones();
+                if d <= k {
+                    found[i].push((spec.permutation.invert(p), d));
                 }
             }
         }
-        for f in found {
-            results.push(finish(shared, f)?);
-        }
     }
-    Ok(results)
+    Ok(found)
 }

@@ -47,6 +47,8 @@ pub(crate) struct Shared {
     pub generation: AtomicU64,
     /// When the write-ahead log was last fsynced by a buffered-mode write.
     pub last_sync: Mutex<std::time::Instant>,
+    /// Threads a large query batch may use.
+    pub batch_threads: std::sync::atomic::AtomicUsize,
 }
 
 impl Shared {
@@ -118,11 +120,18 @@ impl Shared {
     /// compactor to merge: the merge threshold, or by default the larger of
     /// 65,536 and 1/64 of the stored fingerprints.
     pub fn merge_due(&self) -> bool {
+        let threshold = self.merge_threshold();
         let state = self.state.read();
-        let threshold = self.options.merge_threshold.unwrap_or_else(|| {
-            DEFAULT_MIN_MERGE_THRESHOLD.max((state.fingerprints() / MERGE_FRACTION) as usize)
-        });
         state.pending.len() + state.tombstones.len() >= threshold
+    }
+
+    /// The merge threshold now: as configured, or the larger of 65,536 and
+    /// 1/64 of the stored fingerprints.
+    pub fn merge_threshold(&self) -> usize {
+        self.options.merge_threshold.unwrap_or_else(|| {
+            let stored = self.state.read().fingerprints();
+            DEFAULT_MIN_MERGE_THRESHOLD.max((stored / MERGE_FRACTION) as usize)
+        })
     }
 
     /// Wakes the compactor when enough fingerprints are pending.

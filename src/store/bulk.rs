@@ -1,0 +1,103 @@
+//! Bulk inserts: a large batch of inserts merged straight into the
+//! compressed tables, together with everything pending and tombstoned, in
+//! one atomic write of whole blocks (no per-fingerprint pending keys).
+//!
+//! It holds the compaction lock and the commit lock throughout, so no
+//! other write or compaction interleaves; queries go on, reading the old
+//! tables until the new ones are swapped in.
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use super::compact::{merge_all, write_tables, CompactionReport};
+use super::shared::Shared;
+use super::state::Pending;
+use crate::error::Result;
+use crate::format::{keys, records};
+
+/// Inserts every `(fingerprint, id)` pair; `None` stores the fingerprint
+/// alone. All or nothing.
+pub(crate) fn insert_bulk(shared: &Shared, pairs: &[(u64, Option<u64>)]) -> Result<()> {
+    let _one_at_a_time = shared.compaction.lock();
+    let _leader = shared.commit.lock();
+    shared.check_writable()?;
+    shared.check_directory()?;
+    let plan = &shared.plan;
+    let db = &shared.db;
+
+    let mut fps: Vec<u64> = pairs.iter().map(|&(fp, _)| fp).collect();
+    fps.sort_unstable();
+    fps.dedup();
+    let mut ids: Vec<(u64, u64)> = pairs
+        .iter()
+        .filter_map(|&(fp, id)| id.map(|id| (fp, id)))
+        .collect();
+    ids.sort_unstable();
+    ids.dedup();
+
+    let (tables, adds, removes, counters) = {
+        let state = shared.state.read();
+        // Everything pending goes into the tables with the new ones
+        // (fingerprints already in the tables merge as no-ops); tombstones
+        // are applied except where the fingerprint is being re-inserted.
+        let mut adds = state.pending.all(plan);
+        adds.extend_from_slice(&fps);
+        adds.sort_unstable();
+        adds.dedup();
+        let mut removes: Vec<u64> = state
+            .tombstones
+            .iter()
+            .copied()
+            .filter(|x| fps.binary_search(x).is_err())
+            .collect();
+        removes.sort_unstable();
+        (Arc::clone(&state.tables), adds, removes, state.counters())
+    };
+    let outputs = merge_all(shared, &tables, &adds, &removes)?;
+
+    let mut batch = crate::storage::batch();
+    write_tables(
+        shared,
+        &mut batch,
+        &outputs,
+        &mut CompactionReport::default(),
+    )?;
+    for family in [keys::PENDING_FAMILY, keys::TOMBSTONES_FAMILY] {
+        batch.delete_range_cf(db.family(family)?, &[0u8; 8][..], &[0xffu8; 9][..]);
+    }
+    let ids_cf = db.family(keys::IDS_FAMILY)?;
+    let mut new_ids = 0u64;
+    for &(fp, id) in &ids {
+        let key = keys::id_pair(fp, id);
+        // With no ids stored yet, every pair is new: skip the reads.
+        if counters.ids == 0 || db.get(ids_cf, &key)?.is_none() {
+            batch.put_cf(ids_cf, key, []);
+            new_ids += 1;
+        }
+    }
+    let table_fingerprints = outputs.first().map_or(0, |o| o.state.fingerprints());
+    shared.put_counters(
+        &mut batch,
+        &records::Counters {
+            ids: counters.ids + new_ids,
+            pending: 0,
+            tombstones: 0,
+            table_fingerprints,
+        },
+    )?;
+    shared.write_or_poison(batch)?;
+
+    let mut state = shared.state.write();
+    state.tables = Arc::new(outputs.into_iter().map(|o| o.state).collect());
+    state.pending = Pending::new(plan.tables().len());
+    state.tombstones.clear();
+    state.ids = counters.ids + new_ids;
+    shared.generation.fetch_add(1, Ordering::Release);
+    Ok(())
+}
+
+/// Whether a batch of `n` inserts is worth merging straight into the
+/// tables: as many as would make a compaction due on their own.
+pub(crate) fn worth_it(shared: &Shared, n: usize) -> bool {
+    n >= shared.merge_threshold()
+}
