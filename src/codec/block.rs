@@ -394,6 +394,17 @@ pub struct BlockIter<'a, 'c> {
     started: bool,
 }
 
+/// How [`BlockIter::visit_range`] ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Visit {
+    /// The block ended before the range did.
+    Exhausted,
+    /// A fingerprint beyond the range was reached.
+    PastEnd,
+    /// The visitor asked to stop.
+    Stopped,
+}
+
 /// Where a [`BlockIter`] stood: enough to resume decoding there without
 /// decoding what came before (an in-memory index into a block; not part
 /// of the block format).
@@ -412,6 +423,64 @@ impl BlockIter<'_, '_> {
     /// remains.
     pub fn check_end(&self) -> Result<(), DecodeError> {
         check_padding(&self.reader)
+    }
+
+    /// Calls `visit` with each remaining fingerprint in `lo..=hi`, in
+    /// order, skipping smaller ones, until one exceeds `hi` or `visit`
+    /// returns `false`. The same decoding as [`next`](Iterator::next), in a
+    /// loop the compiler can keep in registers.
+    #[inline]
+    pub fn visit_range(
+        &mut self,
+        lo: u64,
+        hi: u64,
+        mut visit: impl FnMut(u64) -> bool,
+    ) -> Result<Visit, DecodeError> {
+        if !self.started && !self.failed && self.index < self.count {
+            self.started = true;
+            self.index += 1;
+            let fp = self.prev;
+            if fp > hi {
+                return Ok(Visit::PastEnd);
+            }
+            if fp >= lo && !visit(fp) {
+                return Ok(Visit::Stopped);
+            }
+        }
+        while self.index < self.count && !self.failed {
+            let window = self.reader.peek_window();
+            let (h, len) = self.code.lookup(window);
+            let total = u32::from(len) + u32::from(h);
+            let fp = if total <= 57 && (total as usize) <= self.reader.remaining() {
+                let low = ((window << len) >> 1) >> (63 - u32::from(h));
+                let low = if h == 0 { 0 } else { low };
+                self.reader.advance(total);
+                match apply_delta(self.prev, h, low) {
+                    Some(fp) => {
+                        self.prev = fp;
+                        self.index += 1;
+                        fp
+                    }
+                    None => {
+                        self.failed = true;
+                        return Err(DecodeError::NotIncreasing { index: self.index });
+                    }
+                }
+            } else {
+                match self.next() {
+                    Some(Ok(fp)) => fp,
+                    Some(Err(e)) => return Err(e),
+                    None => break,
+                }
+            };
+            if fp > hi {
+                return Ok(Visit::PastEnd);
+            }
+            if fp >= lo && !visit(fp) {
+                return Ok(Visit::Stopped);
+            }
+        }
+        Ok(Visit::Exhausted)
     }
 
     /// The point just after the last fingerprint yielded, `None` before the

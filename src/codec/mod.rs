@@ -7,7 +7,7 @@ pub mod block;
 pub mod huffman;
 
 pub use block::{
-    encode_blocks, BlockHeader, BlockIter, BlockView, DecodeError, EncodeError, ResumePoint,
+    encode_blocks, BlockHeader, BlockIter, BlockView, DecodeError, EncodeError, ResumePoint, Visit,
     BLOCK_VERSION, HEADER_LEN, MIN_BLOCK_LEN,
 };
 pub use huffman::{Code, CodeError, MAX_CODE_LEN, SYMBOLS};

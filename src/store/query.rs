@@ -51,10 +51,19 @@ fn collect(
     first: bool,
 ) -> Result<Vec<(u64, u32)>> {
     let mut found = Vec::new();
-    for &t in probe {
+    // Locate every table's first block before decoding any, so their
+    // cache misses overlap.
+    let starts: Vec<(u64, u64, u64, usize)> = probe
+        .iter()
+        .map(|&t| {
+            let spec = &shared.plan.tables()[t];
+            let q = spec.permutation.apply(fp);
+            let (lo, hi) = spec.prefix_range(q);
+            (q, lo, hi, state.tables[t].probe_start(lo))
+        })
+        .collect();
+    for (&t, &(q, lo, hi, start)) in probe.iter().zip(&starts) {
         let spec = &shared.plan.tables()[t];
-        let q = spec.permutation.apply(fp);
-        let (lo, hi) = spec.prefix_range(q);
         for p in state.pending.range(t, lo, hi) {
             let d = (p ^ q).count_ones();
             if d <= k {
@@ -64,7 +73,7 @@ fn collect(
                 }
             }
         }
-        state.tables[t].scan(lo, hi, |p| {
+        state.tables[t].scan_from(start, lo, hi, |p| {
             let d = (p ^ q).count_ones();
             if d <= k {
                 let x = spec.permutation.invert(p);

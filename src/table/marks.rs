@@ -47,6 +47,13 @@ impl Marks {
         Some(self.points.get_or_init(|| build(view, code)))
     }
 
+    /// The first point's fingerprint, if points were built (a cheap read
+    /// that brings them into cache).
+    #[inline]
+    pub fn first_point(&self) -> Option<u64> {
+        self.points.get()?.first().map(|p| p.fingerprint)
+    }
+
     /// Bytes of memory the points take (beyond this struct).
     pub fn heap_bytes(&self) -> usize {
         self.points

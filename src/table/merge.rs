@@ -4,7 +4,8 @@
 
 use std::sync::Arc;
 
-use super::TableState;
+use super::marks::Marks;
+use super::{Slot, TableState};
 use crate::codec::{delta_histogram, encode_blocks, Code, SYMBOLS};
 use crate::error::{Error, Result};
 use crate::index;
@@ -104,9 +105,7 @@ pub fn merge(
     // absorbs the next block once. Neither cascades, so a small change
     // rewrites a bounded number of blocks.
     let mut keys = Vec::with_capacity(n + runs.len());
-    let mut blocks: Vec<Arc<[u8]>> = Vec::with_capacity(n + runs.len());
-    let mut verified = Vec::with_capacity(n + runs.len());
-    let mut marks = Vec::with_capacity(n + runs.len());
+    let mut blocks: Vec<Slot> = Vec::with_capacity(n + runs.len());
     let mut removed = Vec::new();
     let mut added = Vec::new();
     let mut carry: Vec<u64> = Vec::new();
@@ -131,9 +130,7 @@ pub fn merge(
             take_joined(&mut carry, std::mem::take(&mut scratch))
         } else if j < n {
             keys.push(old.keys[j]);
-            blocks.push(Arc::clone(&old.blocks[j]));
-            verified.push(old.verified[j]);
-            marks.push(old.marks[j].clone());
+            blocks.push(old.blocks[j].clone());
             j += 1;
             continue;
         } else if absorbing {
@@ -165,13 +162,15 @@ pub fn merge(
             offset += crate::table::header_count(&bytes) as usize;
             let bytes: Arc<[u8]> = bytes.into();
             keys.push(key);
-            blocks.push(Arc::clone(&bytes));
-            verified.push(true); // encoded here, CRC computed from these bytes
-            marks.push(super::marks::Marks::default());
+            blocks.push(Slot {
+                bytes: Arc::clone(&bytes),
+                verified: true, // encoded here, CRC computed from these bytes
+                marks: Marks::default(),
+            });
             added.push((key, bytes));
         }
     }
-    let state = TableState::with_verified(old.number, keys, blocks, verified, marks, codes);
+    let state = TableState::from_slots(old.number, keys, blocks, codes);
     Ok(MergeOutput {
         state,
         removed,
@@ -284,7 +283,7 @@ mod tests {
                 let got = all(&out.state);
                 assert_eq!(got, model.iter().copied().collect::<Vec<_>>());
                 assert_eq!(out.state.fingerprints(), model.len() as u64);
-                assert!(out.state.blocks().iter().all(|b| b.len() <= block_size));
+                assert!(out.state.blocks().all(|b| b.len() <= block_size));
                 // Blocks not rewritten are shared, not copied.
                 let kept = out.state.keys().len() - out.added.len();
                 assert_eq!(kept, t.keys().len() - out.removed.len());
@@ -292,7 +291,6 @@ mod tests {
                 let under: Vec<bool> = out
                     .state
                     .blocks()
-                    .iter()
                     .map(|b| b.len() < block_size / 2)
                     .collect();
                 assert!(under.windows(2).all(|w| !(w[0] && w[1])) || block_size == 40);
@@ -326,7 +324,6 @@ mod tests {
         assert!(t.codes().len() > 2, "only {} codes built", t.codes().len());
         let ids: BTreeSet<u32> = t
             .blocks()
-            .iter()
             .map(|b| crate::codec::BlockView::parse(b).unwrap().code_id())
             .collect();
         assert!(ids.len() > 1, "all blocks use one code: {ids:?}");

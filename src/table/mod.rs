@@ -14,7 +14,7 @@ use zerocopy::FromBytes;
 pub use codes::Codebook;
 pub use merge::{merge, MergeOutput};
 
-use crate::codec::{BlockHeader, BlockView, Code};
+use crate::codec::{BlockHeader, BlockView, Code, Visit};
 use crate::error::{Error, Result};
 use crate::index;
 
@@ -25,13 +25,8 @@ use crate::index;
 pub struct TableState {
     number: usize,
     keys: Vec<u64>,
-    blocks: Vec<Arc<[u8]>>,
-    /// Per block: its CRC matched when it came into memory, so queries
-    /// need not recompute it. A block that failed keeps failing, with the
-    /// checksum error, whenever it is read.
-    verified: Vec<bool>,
-    /// Per block: resume points for probes (memory only).
-    marks: Vec<marks::Marks>,
+    /// One entry per block, in key order: what a probe reads, together.
+    blocks: Vec<Slot>,
     codes: Arc<Codebook>,
     fingerprints: u64,
 }
@@ -46,29 +41,24 @@ impl TableState {
         blocks: Vec<Arc<[u8]>>,
         codes: Arc<Codebook>,
     ) -> Self {
-        let verified = blocks.iter().map(|b| BlockView::parse(b).is_ok()).collect();
-        let marks = vec![marks::Marks::default(); keys.len()];
-        Self::with_verified(number, keys, blocks, verified, marks, codes)
+        let blocks = blocks
+            .into_iter()
+            .map(|bytes| Slot {
+                verified: BlockView::parse(&bytes).is_ok(),
+                bytes,
+                marks: marks::Marks::default(),
+            })
+            .collect();
+        Self::from_slots(number, keys, blocks, codes)
     }
 
-    /// A table from blocks whose CRC state is already known.
-    fn with_verified(
-        number: usize,
-        keys: Vec<u64>,
-        blocks: Vec<Arc<[u8]>>,
-        verified: Vec<bool>,
-        marks: Vec<marks::Marks>,
-        codes: Arc<Codebook>,
-    ) -> Self {
-        debug_assert_eq!(blocks.len(), verified.len());
-        debug_assert_eq!(blocks.len(), marks.len());
-        let fingerprints = blocks.iter().map(|b| header_count(b)).sum();
+    fn from_slots(number: usize, keys: Vec<u64>, blocks: Vec<Slot>, codes: Arc<Codebook>) -> Self {
+        debug_assert_eq!(blocks.len(), keys.len());
+        let fingerprints = blocks.iter().map(|b| header_count(&b.bytes)).sum();
         Self {
             number,
             keys,
             blocks,
-            verified,
-            marks,
             codes,
             fingerprints,
         }
@@ -85,8 +75,8 @@ impl TableState {
     }
 
     /// The encoded blocks, in key order.
-    pub fn blocks(&self) -> &[Arc<[u8]>] {
-        &self.blocks
+    pub fn blocks(&self) -> impl ExactSizeIterator<Item = &Arc<[u8]>> + '_ {
+        self.blocks.iter().map(|b| &b.bytes)
     }
 
     /// The table's codes.
@@ -101,24 +91,25 @@ impl TableState {
 
     /// Bytes of memory held by resume points (not stored on disk).
     pub fn mark_bytes(&self) -> u64 {
-        self.marks
+        self.blocks
             .iter()
-            .map(|m| (m.heap_bytes() + std::mem::size_of::<marks::Marks>()) as u64)
+            .map(|b| (b.marks.heap_bytes() + std::mem::size_of::<marks::Marks>()) as u64)
             .sum()
     }
 
     /// Total encoded bytes of all blocks, headers included.
     pub fn encoded_bytes(&self) -> u64 {
-        self.blocks.iter().map(|b| b.len() as u64).sum()
+        self.blocks.iter().map(|b| b.bytes.len() as u64).sum()
     }
 
     /// Parses block `j` and finds its code, checking its key.
     fn view(&self, j: usize) -> Result<(BlockView<'_>, &Code)> {
         let key = self.keys[j];
-        let view = if self.verified[j] {
-            BlockView::parse_verified(&self.blocks[j])
+        let slot = &self.blocks[j];
+        let view = if slot.verified {
+            BlockView::parse_verified(&slot.bytes)
         } else {
-            BlockView::parse(&self.blocks[j])
+            BlockView::parse(&slot.bytes)
         }
         .map_err(|e| Error::block(self.number, key, &e))?;
         if view.first() != key {
@@ -155,8 +146,33 @@ impl TableState {
 
     /// Calls `visit` with every permuted fingerprint in `lo..=hi`, in order,
     /// until it returns `false`. Returns whether the visit was stopped.
-    pub fn scan(&self, lo: u64, hi: u64, mut visit: impl FnMut(u64) -> bool) -> Result<bool> {
-        let start = index::locate(&self.keys, lo).unwrap_or(0);
+    pub fn scan(&self, lo: u64, hi: u64, visit: impl FnMut(u64) -> bool) -> Result<bool> {
+        self.scan_from(self.probe_start(lo), lo, hi, visit)
+    }
+
+    /// The block a probe for `lo..` starts at. Also loads the first bytes
+    /// of that block and of its resume points, so that a caller probing
+    /// several tables can start all their cache misses before decoding any
+    /// (they then overlap instead of queuing).
+    #[inline]
+    pub fn probe_start(&self, lo: u64) -> usize {
+        let j = index::locate(&self.keys, lo).unwrap_or(0);
+        if let Some(slot) = self.blocks.get(j) {
+            std::hint::black_box(slot.bytes.first().copied());
+            std::hint::black_box(slot.marks.first_point());
+        }
+        j
+    }
+
+    /// [`scan`](Self::scan) starting at block `start`, which must be
+    /// [`probe_start(lo)`](Self::probe_start).
+    pub fn scan_from(
+        &self,
+        start: usize,
+        lo: u64,
+        hi: u64,
+        mut visit: impl FnMut(u64) -> bool,
+    ) -> Result<bool> {
         for j in start..self.keys.len() {
             if self.keys[j] > hi {
                 break;
@@ -164,21 +180,20 @@ impl TableState {
             let (view, code) = self.view(j)?;
             let mut iter = view.iter(code);
             if j == start {
-                if let Some(points) = self.marks[j].get(&view, code) {
+                if let Some(points) = self.blocks[j].marks.get(&view, code) {
                     let m = points.partition_point(|p| p.fingerprint <= lo);
                     if let Some(&point) = m.checked_sub(1).and_then(|m| points.get(m)) {
                         iter = view.iter_from(code, point);
                     }
                 }
             }
-            for fp in iter {
-                let fp = fp.map_err(|e| Error::block(self.number, self.keys[j], &e))?;
-                if fp < lo {
-                    continue;
-                }
-                if fp > hi || !visit(fp) {
-                    return Ok(fp <= hi);
-                }
+            match iter
+                .visit_range(lo, hi, &mut visit)
+                .map_err(|e| Error::block(self.number, self.keys[j], &e))?
+            {
+                Visit::Exhausted => {}
+                Visit::PastEnd => return Ok(false),
+                Visit::Stopped => return Ok(true),
             }
         }
         Ok(false)
@@ -233,6 +248,19 @@ impl TableState {
         })?;
         Ok(found)
     }
+}
+
+/// A block as a table holds it in memory.
+#[derive(Debug, Clone)]
+struct Slot {
+    /// The encoded block, exactly as stored.
+    bytes: Arc<[u8]>,
+    /// Its CRC matched when it came into memory, so queries need not
+    /// recompute it. A block that failed keeps failing, with the checksum
+    /// error, whenever it is read.
+    verified: bool,
+    /// Resume points for probes (memory only).
+    marks: marks::Marks,
 }
 
 /// The fingerprint count in a block header, 0 when the header is unreadable.
