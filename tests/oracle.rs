@@ -211,7 +211,7 @@ fn bulk_inserts_merge_with_pending_and_tombstones() {
         for &(fp, id) in &first {
             model.insert(fp, id);
         }
-        store.insert_bulk(&first).unwrap();
+        assert!(store.insert_bulk(&first).unwrap(), "took the bulk path");
         assert_eq!(
             store.stats().pending,
             0,
@@ -241,7 +241,7 @@ fn bulk_inserts_merge_with_pending_and_tombstones() {
         for &(fp, id) in &second {
             model.insert(fp, id);
         }
-        store.insert_bulk(&second).unwrap();
+        assert!(store.insert_bulk(&second).unwrap());
         let stats = store.stats();
         assert_eq!((stats.pending, stats.tombstones), (0, 0));
         check_store(&store, &model, &qs);
@@ -250,7 +250,7 @@ fn bulk_inserts_merge_with_pending_and_tombstones() {
         let store = Store::open(&path, &options).unwrap();
         check_store(&store, &model, &qs);
         // A small batch still takes the normal path.
-        store.insert_bulk(&[(7, Some(7))]).unwrap();
+        assert!(!store.insert_bulk(&[(7, Some(7))]).unwrap());
         model.insert(7, Some(7));
         assert_eq!(store.stats().pending, 1);
         store.compact().unwrap();

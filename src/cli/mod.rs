@@ -355,7 +355,7 @@ fn dispatch(command: Command) -> Result<(), Failure> {
         Command::Compact { dir } => {
             let store = open(&dir, Durability::Sync, false)?;
             let r = store.compact()?;
-            store.flush()?;
+            store.reclaim_space()?;
             writeln!(
                 stdout.lock(),
                 "{{\"merged\":{},\"removed\":{},\"blocks_replaced\":{},\"blocks_written\":{}}}",

@@ -127,6 +127,8 @@ pub struct Batcher<'a> {
     ack: bool,
     ops: Vec<Op>,
     last_line: usize,
+    /// Whether a batch took the bulk path.
+    bulk: bool,
 }
 
 impl<'a> Batcher<'a> {
@@ -137,6 +139,7 @@ impl<'a> Batcher<'a> {
             ack,
             ops: Vec::new(),
             last_line: 0,
+            bulk: false,
         }
     }
 
@@ -164,9 +167,16 @@ impl<'a> Batcher<'a> {
             },
         );
         let committed = self.commit(out);
+        // A bulk load rewrote blocks (and filled the WAL): give the space
+        // back and leave nothing to replay at the next open.
+        let reclaimed = if self.bulk {
+            self.store.reclaim_space().map_err(Failure::from)
+        } else {
+            Ok(())
+        };
         match result {
             Err(e) => Err(e),
-            Ok(()) => committed,
+            Ok(()) => committed.and(reclaimed),
         }
     }
 
@@ -184,7 +194,7 @@ impl<'a> Batcher<'a> {
             .collect();
         match inserts {
             // Large insert-only batches take the bulk path (whole blocks).
-            Some(pairs) => self.store.insert_bulk(&pairs)?,
+            Some(pairs) => self.bulk |= self.store.insert_bulk(&pairs)?,
             None => drop(self.store.apply(ops)?),
         }
         if self.ack {

@@ -193,6 +193,16 @@ impl Db {
             .collect()
     }
 
+    /// Has RocksDB rewrite every column family's files, dropping replaced
+    /// and deleted values (blocks a merge rewrote, merged pending keys).
+    pub fn compact_files(&self) -> Result<()> {
+        for family in self.family_handles()? {
+            self.db
+                .compact_range_cf(family, None::<&[u8]>, None::<&[u8]>);
+        }
+        Ok(())
+    }
+
     /// Syncs the WAL to disk.
     pub fn flush_wal(&self) -> Result<()> {
         self.db.flush_wal(true).map_err(db_error("syncing the WAL"))

@@ -123,7 +123,7 @@ impl Store {
     /// [`insert_bulk`](Self::insert_bulk).
     pub fn insert_batch(&self, pairs: &[(u64, u64)]) -> Result<()> {
         let pairs: Vec<(u64, Option<u64>)> = pairs.iter().map(|&(f, id)| (f, Some(id))).collect();
-        self.insert_bulk(&pairs)
+        self.insert_bulk(&pairs).map(drop)
     }
 
     /// Stores many fingerprints, each with an optional id, in one atomic
@@ -133,9 +133,11 @@ impl Store {
     /// blocks (the bulk-load path; it holds off other writers and
     /// compactions meanwhile, not queries). Smaller batches go through the
     /// normal group commit.
-    pub fn insert_bulk(&self, pairs: &[(u64, Option<u64>)]) -> Result<()> {
+    ///
+    /// Returns whether the batch took the bulk path.
+    pub fn insert_bulk(&self, pairs: &[(u64, Option<u64>)]) -> Result<bool> {
         if bulk::worth_it(&self.shared, pairs.len()) {
-            return bulk::insert_bulk(&self.shared, pairs);
+            return bulk::insert_bulk(&self.shared, pairs).map(|()| true);
         }
         self.apply(
             pairs
@@ -143,7 +145,7 @@ impl Store {
                 .map(|&(fingerprint, id)| Op::Insert { fingerprint, id })
                 .collect(),
         )
-        .map(drop)
+        .map(|_| false)
     }
 
     /// Removes one (fingerprint, id) pair; the fingerprint itself goes when
@@ -226,6 +228,15 @@ impl Store {
     /// has less write-ahead log to replay. Durability does not depend on it.
     pub fn flush(&self) -> Result<()> {
         self.shared.db.flush()
+    }
+
+    /// Returns to the file system the space held by replaced blocks and
+    /// merged pending records: flushes RocksDB's memtables, then has it
+    /// rewrite its files. Takes about as long as reading the store once;
+    /// `simstore compact` runs it, and `simstore add` after a bulk load.
+    pub fn reclaim_space(&self) -> Result<()> {
+        self.shared.db.flush()?;
+        self.shared.db.compact_files()
     }
 
     /// Makes every acknowledged write durable now (useful in buffered mode

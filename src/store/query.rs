@@ -95,6 +95,17 @@ fn collect(
 fn finish(shared: &Shared, mut found: Vec<(u64, u32)>) -> Result<Vec<Match>> {
     found.sort_unstable_by_key(|&(fp, d)| (d, fp));
     found.dedup();
+    if !found.is_empty() && shared.state.read().ids == 0 {
+        // A store without ids (fingerprints only) needs no lookups.
+        return Ok(found
+            .into_iter()
+            .map(|(fingerprint, distance)| Match {
+                fingerprint,
+                distance,
+                ids: Vec::new(),
+            })
+            .collect());
+    }
     found
         .into_iter()
         .map(|(fingerprint, distance)| {

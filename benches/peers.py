@@ -1,0 +1,156 @@
+#!/usr/bin/env python3
+"""simstore against FAISS binary multi-hash indexes and a brute-force scan,
+on the same fingerprints and queries, in one run.
+
+    pip install faiss-cpu numpy
+    cargo build --release
+    python3 benches/peers.py --size 1000000 --queries 100000 [--bin PATH]
+
+simstore is driven through its command line exactly as a harness would:
+`create`, `add` (the bulk path), then `query` (all matches), `query --first`
+and `query --batch` as whole processes, so its figures include process
+start, opening the store and printing JSON; the time of a one-line query
+(start + open) is reported separately and subtracted for the per-query
+rates. FAISS runs in this process with one OpenMP thread, over all queries
+in one call (its best case). Every answer is checked against a brute-force
+scan for a sample of queries, and simstore's and FAISS's match counts must
+agree for all of them. Peers are a benchmark-only dependency: nothing here
+is used by the library.
+"""
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+import numpy as np
+
+
+def fingerprints(n, q, seed):
+    rng = np.random.default_rng(seed)
+    stored = rng.integers(0, 2**64, size=n, dtype=np.uint64)
+    queries = rng.integers(0, 2**64, size=q, dtype=np.uint64)
+    # Half the queries lie 0..3 bits from a stored fingerprint.
+    near = stored[rng.integers(0, n, size=q // 2)]
+    for i in range(q // 2):
+        for b in rng.choice(64, size=i % 4, replace=False):
+            near[i] ^= np.uint64(1) << np.uint64(b)
+    queries[: q // 2] = near
+    return stored, queries
+
+
+def hex_lines(values):
+    return "".join(f"{int(v):016x}\n" for v in values).encode()
+
+
+def popcount64(x):
+    x = x - ((x >> np.uint64(1)) & np.uint64(0x5555555555555555))
+    x = (x & np.uint64(0x3333333333333333)) + ((x >> np.uint64(2)) & np.uint64(0x3333333333333333))
+    x = (x + (x >> np.uint64(4))) & np.uint64(0x0F0F0F0F0F0F0F0F)
+    return (x * np.uint64(0x0101010101010101)) >> np.uint64(56)
+
+
+def brute(stored, q, k):
+    d = popcount64(np.bitwise_xor(stored, np.uint64(q)))
+    return int(np.count_nonzero(d <= k))
+
+
+def run(cmd, data=b""):
+    started = time.perf_counter()
+    out = subprocess.run(cmd, input=data, stdout=subprocess.PIPE, stderr=subprocess.PIPE, check=False)
+    elapsed = time.perf_counter() - started
+    if out.returncode != 0:
+        sys.exit(f"{' '.join(cmd)} failed: {out.stderr.decode()}")
+    return out.stdout, elapsed
+
+
+def as_bytes(values):
+    # FAISS binary vectors: 8 bytes per code; the bit order does not matter
+    # for Hamming distance as long as queries use the same one.
+    return np.ascontiguousarray(values.astype("<u8")).view(np.uint8).reshape(-1, 8)
+
+
+def faiss_index(faiss, stored, nhash, b, nflip):
+    index = faiss.IndexBinaryMultiHash(64, nhash, b)
+    index.nflip = nflip
+    index.add(as_bytes(stored))
+    return index
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--size", type=int, default=1_000_000)
+    p.add_argument("--queries", type=int, default=100_000)
+    p.add_argument("--k", type=int, default=3)
+    p.add_argument("--bin", default=os.path.join(os.environ.get("CARGO_TARGET_DIR", "target"), "release", "simstore"))
+    p.add_argument("--check", type=int, default=300, help="queries checked against brute force")
+    a = p.parse_args()
+    import faiss
+
+    faiss.omp_set_num_threads(1)
+    n, nq, k = a.size, a.queries, a.k
+    stored, queries = fingerprints(n, nq, 7)
+    qlines = hex_lines(queries)
+    print(f"peers: N = {n} uniform, Q = {nq} (half within 3 bits of a stored one), k = {k}, 1 thread, warm where stated")
+
+    with tempfile.TemporaryDirectory() as tmp:
+        d = os.path.join(tmp, "s")
+        run([a.bin, "create", d, "--max-distance", str(k), "--expected-size", str(n)])
+        _, t_add = run([a.bin, "add", d, "--durability", "buffered"], hex_lines(stored))
+        stats = json.loads(run([a.bin, "stats", d])[0])
+        _, t_open = run([a.bin, "query", d, "--max-distance", str(k)], qlines[:17])
+        out_all, t_all = run([a.bin, "query", d, "--max-distance", str(k)], qlines)
+        _, t_first = run([a.bin, "query", d, "--max-distance", str(k), "--first"], qlines)
+        out_batch, t_batch = run([a.bin, "query", d, "--max-distance", str(k), "--batch"], qlines)
+        if out_all != out_batch:
+            sys.exit("simstore: --batch output differs from per-query output")
+        counts = [len(json.loads(line)["matches"]) for line in out_all.decode().splitlines()]
+        per_table = stats["table_bytes"] / (stats["fingerprints"] * stats["tables"])
+        bound = (64 - np.log2(n) + 1.44) / 8
+        print(f"simstore: add {n / t_add:,.0f}/s (whole process); {stats['tables']} tables of "
+              f"{stats['prefix_bits']}-bit prefixes; {per_table:.3f} B/fp/table (bound {bound:.3f}); "
+              f"{stats['bytes_on_disk'] / n:.2f} B/fp on disk in all")
+        print(f"simstore: process start + open {t_open * 1000:.0f} ms")
+
+        def rate(t):
+            return nq / max(t - t_open, 1e-9)
+
+        print(f"simstore query (all):   {rate(t_all):>10,.0f} q/s   ({nq / t_all:,.0f} q/s whole process)")
+        print(f"simstore query --first: {rate(t_first):>10,.0f} q/s   ({nq / t_first:,.0f} q/s whole process)")
+        print(f"simstore query --batch: {rate(t_batch):>10,.0f} q/s   ({nq / t_batch:,.0f} q/s whole process)")
+
+    best_peer = 0.0
+    for nhash, b, nflip in [(4, 16, 0), (2, 32, 1)]:
+        started = time.perf_counter()
+        index = faiss_index(faiss, stored, nhash, b, nflip)
+        built = time.perf_counter() - started
+        qb = as_bytes(queries)
+        started = time.perf_counter()
+        lims, _, _ = index.range_search(qb, k + 1)
+        t = time.perf_counter() - started
+        fc = np.diff(lims)
+        # Multi-hash with these settings is exact for k = 3 only when every
+        # answer shares a whole hash chunk: count how many it missed.
+        missed = int(np.sum(np.maximum(np.array(counts) - fc, 0)))
+        print(f"faiss IndexBinaryMultiHash {nhash}x{b} nflip={nflip}: {nq / t:>10,.0f} q/s "
+              f"(build {built:.1f} s; {missed} matches missed vs simstore)")
+        best_peer = max(best_peer, nq / t)
+        del index
+    print(f"ratio simstore all-matches / best FAISS: {rate(t_all) / best_peer:.2f}x; "
+          f"batch / best FAISS: {rate(t_batch) / best_peer:.2f}x")
+
+    sample = range(0, nq, max(1, nq // a.check))
+    started = time.perf_counter()
+    for i in sample:
+        expect = brute(stored, queries[i], k)
+        if counts[i] != expect:
+            sys.exit(f"query {i}: simstore found {counts[i]}, brute force {expect}")
+    scan = len(sample) / (time.perf_counter() - started)
+    print(f"brute-force scan (numpy): {scan:,.0f} q/s; {len(sample)} simstore answers checked, all exact")
+
+
+if __name__ == "__main__":
+    main()
