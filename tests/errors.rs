@@ -241,3 +241,70 @@ fn directory_removed_under_a_running_store_refuses_writes() {
     // What was acknowledged before is still answered from memory.
     assert_eq!(store.query(5, 0).unwrap()[0].ids, vec![1]);
 }
+
+/// Empty batches are no-ops that write nothing; one enormous group commit
+/// (300,000 operations through the pending path, then as many deletes)
+/// and an enormous bulk insert are applied exactly.
+#[test]
+fn empty_and_enormous_batches() {
+    use simstore::Op;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("s");
+    let store = Store::create(&path, &Options::new().manual_compaction(true)).unwrap();
+    let before = store.stats();
+    assert_eq!(store.apply(Vec::new()).unwrap(), Vec::<bool>::new());
+    store.insert_batch(&[]).unwrap();
+    assert!(!store.insert_bulk(&[]).unwrap());
+    assert!(store.query_batch(&[], 3).unwrap().is_empty());
+    let after = store.stats();
+    assert_eq!(
+        (after.fingerprints, after.ids, after.pending),
+        (before.fingerprints, before.ids, before.pending)
+    );
+
+    let mut rng = common::Rng(99);
+    let fps: Vec<u64> = (0..300_000).map(|_| rng.next()).collect();
+    let ops: Vec<Op> = fps
+        .iter()
+        .enumerate()
+        .map(|(i, &fingerprint)| Op::Insert {
+            fingerprint,
+            id: Some(i as u64),
+        })
+        .collect();
+    let changed = store.apply(ops).unwrap();
+    assert!(changed.iter().all(|&c| c));
+    let stats = store.stats();
+    assert_eq!(
+        (stats.fingerprints, stats.ids, stats.pending),
+        (300_000, 300_000, 300_000)
+    );
+    let bulk: Vec<(u64, Option<u64>)> = (0..400_000u64)
+        .map(|i| (rng.next(), (i % 2 == 0).then_some(i)))
+        .collect();
+    assert!(store.insert_bulk(&bulk).unwrap());
+    let stats = store.stats();
+    assert_eq!((stats.fingerprints, stats.pending), (700_000, 0));
+    assert_eq!(stats.ids, 500_000);
+    let deletes: Vec<Op> = fps
+        .iter()
+        .map(|&fingerprint| Op::DeleteFingerprint { fingerprint })
+        .collect();
+    assert!(store.apply(deletes).unwrap().iter().all(|&c| c));
+    for &(fp, id) in bulk.iter().step_by(9973) {
+        let m = store.query(fp, 0).unwrap();
+        assert_eq!(m.len(), 1);
+        assert_eq!(m[0].ids, id.into_iter().collect::<Vec<_>>());
+    }
+    for &fp in fps.iter().step_by(9973) {
+        assert!(store.query(fp, 0).unwrap().is_empty());
+    }
+    drop(store);
+    let store = Store::open(&path, &Options::new()).unwrap();
+    let stats = store.stats();
+    assert_eq!(
+        (stats.fingerprints, stats.ids, stats.tombstones),
+        (400_000, 200_000, 300_000)
+    );
+    assert!(store.verify().unwrap().ok());
+}

@@ -4,8 +4,8 @@
 //! (delta coding otherwise forces decoding everything before it).
 //!
 //! Memory only, never stored. A block's points are built the second time a
-//! probe reads it (one full decode), so a block read once, as in a short
-//! command-line run, costs nothing extra.
+//! probe reads it (one full decode), or earlier by the store's background
+//! warmer after open.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::OnceLock;
@@ -45,6 +45,11 @@ impl Marks {
             return None;
         }
         Some(self.points.get_or_init(|| build(view, code)))
+    }
+
+    /// Builds the points now if they are not built yet.
+    pub fn build_now(&self, view: &BlockView<'_>, code: &Code) {
+        let _ = self.points.get_or_init(|| build(view, code));
     }
 
     /// The first point's fingerprint, if points were built (a cheap read

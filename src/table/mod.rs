@@ -164,6 +164,20 @@ impl TableState {
         j
     }
 
+    /// Builds the resume points of every block that has none yet, stopping
+    /// early when `stop` becomes true. Blocks that fail to parse are left
+    /// alone (their readers report the error).
+    pub fn build_marks(&self, stop: &std::sync::atomic::AtomicBool) {
+        for j in 0..self.blocks.len() {
+            if stop.load(std::sync::atomic::Ordering::Relaxed) {
+                return;
+            }
+            if let Ok((view, code)) = self.view(j) {
+                self.blocks[j].marks.build_now(&view, code);
+            }
+        }
+    }
+
     /// [`scan`](Self::scan) starting at block `start`, which must be
     /// [`probe_start(lo)`](Self::probe_start).
     pub fn scan_from(
