@@ -350,7 +350,10 @@ fn dispatch(command: Command) -> Result<(), Failure> {
                 }
                 .into());
             }
-            stream::query(&store, io::stdin(), &mut stdout.lock(), k, first, batch)?;
+            // Buffered: one write per run of answers, flushed whenever the
+            // next input line is not already there.
+            let mut out = io::BufWriter::with_capacity(1 << 16, stdout.lock());
+            stream::query(&store, io::stdin(), &mut out, k, first, batch)?;
         }
         Command::Compact { dir } => {
             let store = open(&dir, Durability::Sync, false)?;

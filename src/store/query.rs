@@ -174,10 +174,7 @@ pub(crate) fn query_batch(shared: &Shared, fps: &[u64], k: u32) -> Result<Vec<Ve
                         scope.spawn(move || probe_tables(shared, state, tables, chunk, k))
                     })
                     .collect();
-                handles
-                    .into_iter()
-                    .map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
-                    .collect::<Result<Vec<_>>>()
+                join_all(handles)
             })?;
             let mut found = parts.pop().unwrap_or_default();
             for part in parts {
@@ -200,14 +197,20 @@ pub(crate) fn query_batch(shared: &Shared, fps: &[u64], k: u32) -> Result<Vec<Ve
                     })
                 })
                 .collect();
-            handles
-                .into_iter()
-                .map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
-                .collect::<Result<Vec<_>>>()
+            join_all(handles)
         })?;
         results.extend(finished.into_iter().flatten());
     }
     Ok(results)
+}
+
+/// Joins scoped threads in order, re-raising a panic and returning the
+/// first error.
+fn join_all<T>(handles: Vec<std::thread::ScopedJoinHandle<'_, Result<T>>>) -> Result<Vec<T>> {
+    handles
+        .into_iter()
+        .map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
+        .collect()
 }
 
 /// Chunks smaller than this are answered on the calling thread.
