@@ -333,9 +333,10 @@ impl<'a> BlockView<'a> {
         out.clear();
         out.reserve(self.count());
         let mut iter = self.iter(code);
-        for fp in iter.by_ref() {
-            out.push(fp?);
-        }
+        iter.visit_range(0, u64::MAX, |fp| {
+            out.push(fp);
+            true
+        })?;
         iter.check_end()
     }
 

@@ -10,7 +10,7 @@ use crate::error::{Error, Result};
 
 /// Queries of a batch answered per read-lock acquisition, so a long batch
 /// does not hold writers off.
-const BATCH_CHUNK: usize = 1 << 18;
+const BATCH_CHUNK: usize = 1 << 20;
 
 /// A stored fingerprint within the asked distance of a query.
 #[derive(Debug, Clone, PartialEq, Eq)]

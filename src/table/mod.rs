@@ -222,11 +222,12 @@ impl TableState {
         mut visit: impl FnMut(usize, u64),
     ) -> Result<()> {
         let mut cache: VecDeque<Vec<u64>> = VecDeque::new();
+        let mut spare: Vec<Vec<u64>> = Vec::new();
         let mut cache_start = 0usize;
         for (r, &(lo, hi)) in ranges.iter().enumerate() {
             let start = index::locate(&self.keys, lo).unwrap_or(0);
             while cache_start < start && !cache.is_empty() {
-                cache.pop_front();
+                spare.extend(cache.pop_front());
                 cache_start += 1;
             }
             if cache.is_empty() {
@@ -235,7 +236,7 @@ impl TableState {
             let mut j = start;
             while j < self.keys.len() && self.keys[j] <= hi {
                 if j - cache_start == cache.len() {
-                    let mut fps = Vec::new();
+                    let mut fps = spare.pop().unwrap_or_default();
                     self.decode_block(j, &mut fps)?;
                     cache.push_back(fps);
                 }
