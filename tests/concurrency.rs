@@ -1,5 +1,6 @@
-//! Readers, writers and the background compactor at once: every query sees
-//! each acknowledged insert and delete, and nothing else.
+//! Readers, writers (group commits and bulk inserts) and the background
+//! compactor at once: every query sees each acknowledged insert and delete,
+//! and nothing else.
 
 mod common;
 
@@ -28,7 +29,10 @@ fn readers_writers_and_compactor() {
         )
         .unwrap(),
     );
-    let writers = 3usize;
+    // The last writer inserts through the bulk path (batches of 100, above
+    // the merge threshold of 64): merges straight into the tables that
+    // race with the others' group commits and the background compactor.
+    let writers = 4usize;
     let per_writer = 1500usize;
     let mut rng = Rng(1);
     // Fingerprints are distinct across writers; many are near each other.
@@ -47,6 +51,20 @@ fn readers_writers_and_compactor() {
         handles.push(std::thread::spawn(move || {
             let mut rng = Rng(100 + w as u64);
             let mine: Vec<usize> = (w..fps.len()).step_by(writers).collect();
+            if w == writers - 1 {
+                for chunk in mine.chunks(100) {
+                    for &i in chunk {
+                        states[i].store(INSERTING, Ordering::SeqCst);
+                    }
+                    let pairs: Vec<(u64, Option<u64>)> =
+                        chunk.iter().map(|&i| (fps[i], Some(i as u64))).collect();
+                    assert!(store.insert_bulk(&pairs).unwrap());
+                    for &i in chunk {
+                        states[i].store(PRESENT, Ordering::SeqCst);
+                    }
+                }
+                return;
+            }
             for (n, &i) in mine.iter().enumerate() {
                 states[i].store(INSERTING, Ordering::SeqCst);
                 store.insert(fps[i], i as u64).unwrap();
