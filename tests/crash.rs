@@ -12,7 +12,7 @@ mod common;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::io::{BufRead, BufReader};
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::Duration;
 
 use common::{Model, Rng};
@@ -44,20 +44,7 @@ fn crash_loop(durability: &str, seed: u64) {
     let mut acked_total = 0usize;
     let mut compactions = 0usize;
     for cycle in 0..cycles() {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_simstore"))
-            .args([
-                "workload",
-                dir.to_str().unwrap(),
-                "--durability",
-                durability,
-            ])
-            .args([
-                "--seed",
-                &(seed * 1000 + cycle as u64).to_string(),
-                "--threads",
-                "3",
-            ])
-            .stdout(Stdio::piped())
+        let mut child = common::workload(&dir, durability, seed * 1000 + cycle as u64, 3)
             .spawn()
             .unwrap();
         let stdout = child.stdout.take().unwrap();

@@ -25,7 +25,7 @@ mod common;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
@@ -228,18 +228,9 @@ fn power_loss_loop(durability: &str, threads: u64, seed: u64) {
     for cycle in 0..cycles() {
         let baseline = sizes(&dir);
         let log = tmp.path().join(format!("sync-{cycle}.log"));
-        let mut child = Command::new(env!("CARGO_BIN_EXE_simstore"))
-            .args([
-                "workload",
-                dir.to_str().unwrap(),
-                "--durability",
-                durability,
-            ])
-            .args(["--seed", &(seed * 1000 + cycle as u64).to_string()])
-            .args(["--threads", &threads.to_string()])
+        let mut child = common::workload(&dir, durability, seed * 1000 + cycle as u64, threads)
             .env("LD_PRELOAD", shim)
             .env("SIMSTORE_SYNC_LOG", &log)
-            .stdout(Stdio::piped())
             .spawn()
             .unwrap();
         let stdout = child.stdout.take().unwrap();

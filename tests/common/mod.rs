@@ -182,3 +182,28 @@ pub fn copyright_files() -> Vec<String> {
     files.sort();
     files
 }
+
+/// A `simstore workload` crash-test child on `dir` (see
+/// `src/cli/workload.rs`), its stdout piped, ready to spawn.
+pub fn workload(
+    dir: &std::path::Path,
+    durability: &str,
+    seed: u64,
+    threads: u64,
+) -> std::process::Command {
+    let mut c = std::process::Command::new(env!("CARGO_BIN_EXE_simstore"));
+    c.args([
+        "workload",
+        dir.to_str().unwrap(),
+        "--durability",
+        durability,
+    ])
+    .args([
+        "--seed",
+        &seed.to_string(),
+        "--threads",
+        &threads.to_string(),
+    ])
+    .stdout(std::process::Stdio::piped());
+    c
+}
