@@ -428,8 +428,8 @@ impl BlockIter<'_, '_> {
 
     /// Calls `visit` with each remaining fingerprint in `lo..=hi`, in
     /// order, skipping smaller ones, until one exceeds `hi` or `visit`
-    /// returns `false`. The same decoding as [`next`](Iterator::next), in a
-    /// loop the compiler can keep in registers.
+    /// returns `false`: [`next`](Iterator::next) inlined into one loop
+    /// without the per-item `Option<Result>` reaching the caller.
     #[inline]
     pub fn visit_range(
         &mut self,
@@ -437,43 +437,8 @@ impl BlockIter<'_, '_> {
         hi: u64,
         mut visit: impl FnMut(u64) -> bool,
     ) -> Result<Visit, DecodeError> {
-        if !self.started && !self.failed && self.index < self.count {
-            self.started = true;
-            self.index += 1;
-            let fp = self.prev;
-            if fp > hi {
-                return Ok(Visit::PastEnd);
-            }
-            if fp >= lo && !visit(fp) {
-                return Ok(Visit::Stopped);
-            }
-        }
-        while self.index < self.count && !self.failed {
-            let window = self.reader.peek_window();
-            let (h, len) = self.code.lookup(window);
-            let total = u32::from(len) + u32::from(h);
-            let fp = if total <= 57 && (total as usize) <= self.reader.remaining() {
-                let low = ((window << len) >> 1) >> (63 - u32::from(h));
-                let low = if h == 0 { 0 } else { low };
-                self.reader.advance(total);
-                match apply_delta(self.prev, h, low) {
-                    Some(fp) => {
-                        self.prev = fp;
-                        self.index += 1;
-                        fp
-                    }
-                    None => {
-                        self.failed = true;
-                        return Err(DecodeError::NotIncreasing { index: self.index });
-                    }
-                }
-            } else {
-                match self.next() {
-                    Some(Ok(fp)) => fp,
-                    Some(Err(e)) => return Err(e),
-                    None => break,
-                }
-            };
+        for item in self.by_ref() {
+            let fp = item?;
             if fp > hi {
                 return Ok(Visit::PastEnd);
             }
@@ -499,7 +464,7 @@ impl BlockIter<'_, '_> {
 impl Iterator for BlockIter<'_, '_> {
     type Item = Result<u64, DecodeError>;
 
-    #[inline]
+    #[inline(always)]
     fn next(&mut self) -> Option<Self::Item> {
         if self.failed || self.index >= self.count {
             return None;
