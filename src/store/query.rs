@@ -92,10 +92,12 @@ fn collect(
 }
 
 /// Sorts by distance then fingerprint, removes repeats, attaches ids.
-fn finish(shared: &Shared, mut found: Vec<(u64, u32)>) -> Result<Vec<Match>> {
+/// `has_ids` is whether the store held any id when the candidates were
+/// collected (read under the same lock).
+fn finish(shared: &Shared, mut found: Vec<(u64, u32)>, has_ids: bool) -> Result<Vec<Match>> {
     found.sort_unstable_by_key(|&(fp, d)| (d, fp));
     found.dedup();
-    if !found.is_empty() && shared.state.read().ids == 0 {
+    if !has_ids {
         // A store without ids (fingerprints only) needs no lookups.
         return Ok(found
             .into_iter()
@@ -121,21 +123,21 @@ fn finish(shared: &Shared, mut found: Vec<(u64, u32)>) -> Result<Vec<Match>> {
 /// Every stored fingerprint within distance `k` of `fp`.
 pub(crate) fn query(shared: &Shared, fp: u64, k: u32) -> Result<Vec<Match>> {
     let probe = check_distance(shared, k)?;
-    let found = {
+    let (found, has_ids) = {
         let state = shared.state.read();
-        collect(shared, &state, probe, fp, k, false)?
+        (collect(shared, &state, probe, fp, k, false)?, state.ids > 0)
     };
-    finish(shared, found)
+    finish(shared, found, has_ids)
 }
 
 /// One stored fingerprint within distance `k` of `fp`, if any.
 pub(crate) fn query_first(shared: &Shared, fp: u64, k: u32) -> Result<Option<Match>> {
     let probe = check_distance(shared, k)?;
-    let found = {
+    let (found, has_ids) = {
         let state = shared.state.read();
-        collect(shared, &state, probe, fp, k, true)?
+        (collect(shared, &state, probe, fp, k, true)?, state.ids > 0)
     };
-    Ok(finish(shared, found)?.into_iter().next())
+    Ok(finish(shared, found, has_ids)?.into_iter().next())
 }
 
 /// Answers many queries, visiting each table's blocks in order once per
@@ -157,13 +159,19 @@ pub(crate) fn query_batch(shared: &Shared, fps: &[u64], k: u32) -> Result<Vec<Ve
             1
         };
         if threads == 1 {
-            let found = probe_tables(shared, &shared.state.read(), probe, chunk, k)?;
+            let (found, has_ids) = {
+                let state = shared.state.read();
+                (
+                    probe_tables(shared, &state, probe, chunk, k)?,
+                    state.ids > 0,
+                )
+            };
             for f in found {
-                results.push(finish(shared, f)?);
+                results.push(finish(shared, f, has_ids)?);
             }
             continue;
         }
-        let mut found: Vec<Vec<(u64, u32)>> = {
+        let (mut found, has_ids): (Vec<Vec<(u64, u32)>>, bool) = {
             let state = shared.state.read();
             let shares: Vec<&[usize]> = probe.chunks(probe.len().div_ceil(threads)).collect();
             let mut parts = std::thread::scope(|scope| {
@@ -182,7 +190,7 @@ pub(crate) fn query_batch(shared: &Shared, fps: &[u64], k: u32) -> Result<Vec<Ve
                     f.extend(p);
                 }
             }
-            found
+            (found, state.ids > 0)
         };
         found.resize_with(chunk.len(), Vec::new);
         let per = found.len().div_ceil(threads).max(1);
@@ -192,7 +200,7 @@ pub(crate) fn query_batch(shared: &Shared, fps: &[u64], k: u32) -> Result<Vec<Ve
                 .map(|part| {
                     scope.spawn(move || {
                         part.iter_mut()
-                            .map(|f| finish(shared, std::mem::take(f)))
+                            .map(|f| finish(shared, std::mem::take(f), has_ids))
                             .collect::<Result<Vec<_>>>()
                     })
                 })
