@@ -58,8 +58,9 @@ pub fn roundtrip(data: &[u8]) {
     assert_eq!(all, fps);
 }
 
-/// Interprets bytes as a sequence of store operations (insert, delete,
-/// delete-fingerprint, query at every distance, compact, reopen) on a
+/// Interprets bytes as a sequence of store operations (insert, bulk
+/// insert, delete, delete-fingerprint, query at every distance, compact,
+/// reopen) on a
 /// store with tiny blocks, checked after every step against an in-memory
 /// model and a brute-force scan.
 #[cfg(feature = "storage")]
@@ -72,6 +73,7 @@ pub fn stateful(data: &[u8]) {
     let path = dir.path().join("s");
     let options = Options::new()
         .block_size(40)
+        .merge_threshold(4)
         .manual_compaction(true)
         .durability(crate::Durability::Buffered);
     let mut store = Some(Store::create(&path, &options).unwrap_or_else(|e| panic!("create: {e}")));
@@ -100,9 +102,9 @@ pub fn stateful(data: &[u8]) {
             known.push(fp);
             Some(fp)
         };
-        match op % 7 {
+        match op % 8 {
             0 | 1 => {
-                let Some(fp) = fingerprint(op / 7) else {
+                let Some(fp) = fingerprint(op / 8) else {
                     break;
                 };
                 let id = next(1).unwrap_or(0) % 8;
@@ -114,7 +116,7 @@ pub fn stateful(data: &[u8]) {
                 model.entry(fp).or_default().insert(id);
             }
             2 => {
-                let Some(fp) = fingerprint(op / 7) else {
+                let Some(fp) = fingerprint(op / 8) else {
                     break;
                 };
                 let id = next(1).unwrap_or(0) % 8;
@@ -126,7 +128,7 @@ pub fn stateful(data: &[u8]) {
                 }
             }
             3 => {
-                let Some(fp) = fingerprint(op / 7) else {
+                let Some(fp) = fingerprint(op / 8) else {
                     break;
                 };
                 let removed = s
@@ -138,6 +140,25 @@ pub fn stateful(data: &[u8]) {
                     "delete_fingerprint({fp:016x})"
                 );
             }
+            7 => {
+                // A batch: four or more pairs take the bulk path.
+                let mut fps = Vec::new();
+                for _ in 0..(op / 8) % 8 + 1 {
+                    let Some(fp) = fingerprint(op / 8) else {
+                        break;
+                    };
+                    fps.push(fp);
+                }
+                let pairs: Vec<(u64, Option<u64>)> = fps
+                    .into_iter()
+                    .map(|fp| (fp, Some(next(1).unwrap_or(0) % 8)))
+                    .collect();
+                s.insert_bulk(&pairs)
+                    .unwrap_or_else(|e| panic!("bulk insert: {e}"));
+                for (fp, id) in pairs {
+                    model.entry(fp).or_default().extend(id);
+                }
+            }
             4 => {
                 s.compact().unwrap_or_else(|e| panic!("compact: {e}"));
             }
@@ -147,7 +168,7 @@ pub fn stateful(data: &[u8]) {
                     Some(Store::open(&path, &options).unwrap_or_else(|e| panic!("reopen: {e}")));
             }
             _ => {
-                let Some(q) = fingerprint(op / 7) else {
+                let Some(q) = fingerprint(op / 8) else {
                     break;
                 };
                 for k in 0..=3u32 {

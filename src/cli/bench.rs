@@ -119,6 +119,7 @@ pub fn run(
     queries: usize,
     k: u32,
     tables: Option<u32>,
+    queries_only: bool,
     out: &mut impl Write,
 ) -> Result<(), Failure> {
     let dir = tempfile::tempdir()?;
@@ -153,7 +154,9 @@ pub fn run(
         "ingest: bulk load into the empty store {:.0}/s ({loaded:.2?}, buffered)",
         rate(size, loaded),
     )?;
-    incremental(&options, out)?;
+    if !queries_only {
+        incremental(&options, out)?;
+    }
     let stats = store.stats();
     let per_table =
         stats.table_bytes as f64 / (stats.fingerprints.max(1) * stats.tables as u64) as f64;
@@ -296,6 +299,9 @@ pub fn run(
         "baseline brute-force scan: {scan_rate:.0} queries/s ({scan_n} queries)"
     )?;
 
+    if queries_only {
+        return Ok(());
+    }
     // Opening: the store just measured, closed cleanly; then a store
     // holding a million pending fingerprints only in RocksDB's write-ahead
     // log and memtables (closing does not flush them), so the open replays

@@ -156,6 +156,10 @@ enum Command {
         /// Exact number of tables, overriding the planner.
         #[arg(long)]
         tables: Option<u32>,
+        /// Measure only the bulk load, space and queries (skip incremental
+        /// ingest and the open/recovery timings).
+        #[arg(long)]
+        queries_only: bool,
     },
     /// Crash-test child: concurrent inserts, deletes and compactions,
     /// announcing and acknowledging each operation on stdout.
@@ -449,7 +453,8 @@ fn dispatch(command: Command) -> Result<(), Failure> {
             queries,
             k,
             tables,
-        } => bench::run(size, queries, k, tables, &mut stdout.lock())?,
+            queries_only,
+        } => bench::run(size, queries, k, tables, queries_only, &mut stdout.lock())?,
         Command::Workload {
             dir,
             durability,

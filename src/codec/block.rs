@@ -430,7 +430,7 @@ impl BlockIter<'_, '_> {
     /// order, skipping smaller ones, until one exceeds `hi` or `visit`
     /// returns `false`: [`next`](Iterator::next) inlined into one loop
     /// without the per-item `Option<Result>` reaching the caller.
-    #[inline]
+    #[inline(always)]
     pub fn visit_range(
         &mut self,
         lo: u64,

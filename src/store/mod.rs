@@ -3,6 +3,7 @@
 
 mod bulk;
 mod compact;
+mod cpu;
 mod open;
 mod options;
 mod query;

@@ -41,8 +41,46 @@ fn check_distance(shared: &Shared, k: u32) -> Result<&[usize]> {
 }
 
 /// Candidates `(fingerprint, distance)` within `k` of `fp`, unsorted and
-/// possibly repeated; with `first`, stops after one.
+/// possibly repeated; with `first`, stops after one. Runs the copy of the
+/// loop compiled for the processor's bit instructions when it has them
+/// (see [`cpu`](super::cpu)).
 fn collect(
+    shared: &Shared,
+    state: &State,
+    probe: &[usize],
+    fp: u64,
+    k: u32,
+    first: bool,
+) -> Result<Vec<(u64, u32)>> {
+    #[cfg(target_arch = "x86_64")]
+    if super::cpu::fast_bits() {
+        // SAFETY: `fast_bits` checked that this processor has every
+        // feature `collect_fast_bits` is compiled for.
+        return unsafe { collect_fast_bits(shared, state, probe, fp, k, first) };
+    }
+    collect_portable(shared, state, probe, fp, k, first)
+}
+
+/// [`collect_portable`] compiled for POPCNT, BMI1, BMI2 and LZCNT.
+///
+/// # Safety
+/// The processor must have those features.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "popcnt,bmi1,bmi2,lzcnt")]
+unsafe fn collect_fast_bits(
+    shared: &Shared,
+    state: &State,
+    probe: &[usize],
+    fp: u64,
+    k: u32,
+    first: bool,
+) -> Result<Vec<(u64, u32)>> {
+    collect_portable(shared, state, probe, fp, k, first)
+}
+
+/// [`collect`] for any processor; inlined into each compiled copy.
+#[inline(always)]
+fn collect_portable(
     shared: &Shared,
     state: &State,
     probe: &[usize],
@@ -73,22 +111,36 @@ fn collect(
                 }
             }
         }
+        // The visitor runs for every decoded fingerprint: the distance
+        // test stays inline, the rare hit goes out of line.
         state.tables[t].scan_from(start, lo, hi, |p| {
             let d = (p ^ q).count_ones();
-            if d <= k {
-                let x = spec.permutation.invert(p);
-                if !state.tombstones.contains(&x) {
-                    found.push((x, d));
-                    return !first;
-                }
-            }
-            true
+            d > k || !accept(spec, state, p, d, &mut found) || !first
         })?;
         if first && !found.is_empty() {
             return Ok(found);
         }
     }
     Ok(found)
+}
+
+/// Records the permuted fingerprint `p` at distance `d` unless it is
+/// deleted; returns whether it was recorded.
+#[cold]
+#[inline(never)]
+fn accept(
+    spec: &crate::plan::TableSpec,
+    state: &State,
+    p: u64,
+    d: u32,
+    found: &mut Vec<(u64, u32)>,
+) -> bool {
+    let x = spec.permutation.invert(p);
+    if state.tombstones.contains(&x) {
+        return false;
+    }
+    found.push((x, d));
+    true
 }
 
 /// Sorts by distance then fingerprint, removes repeats, attaches ids.

@@ -179,7 +179,9 @@ impl TableState {
     }
 
     /// [`scan`](Self::scan) starting at block `start`, which must be
-    /// [`probe_start(lo)`](Self::probe_start).
+    /// [`probe_start(lo)`](Self::probe_start). Always inlined, so the
+    /// decoding loop is compiled for the caller's target features.
+    #[inline(always)]
     pub fn scan_from(
         &self,
         start: usize,

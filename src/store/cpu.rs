@@ -1,0 +1,35 @@
+//! Which instruction-set extensions the query loops may use.
+//!
+//! The hot loops of a query are a popcount per candidate and a few
+//! variable shifts per decoded fingerprint. The x86-64 baseline has no
+//! popcount instruction (it is emulated with about a dozen) and its
+//! variable shifts cost several micro-ops each, so the loops are compiled
+//! twice: once for the baseline, once for processors with POPCNT, BMI1,
+//! BMI2 and LZCNT (every x86-64 server processor since 2013), chosen at run
+//! time. Other architectures use the one portable build.
+
+use std::sync::OnceLock;
+
+/// Environment variable that, when set to anything, forces the portable
+/// loops (so tests can check them on any machine).
+pub const PORTABLE_ENV: &str = "SIMSTORE_PORTABLE";
+
+/// Whether the loops compiled for POPCNT/BMI1/BMI2/LZCNT may run here.
+#[inline]
+pub fn fast_bits() -> bool {
+    static FAST: OnceLock<bool> = OnceLock::new();
+    *FAST.get_or_init(|| std::env::var_os(PORTABLE_ENV).is_none() && detect())
+}
+
+#[cfg(target_arch = "x86_64")]
+fn detect() -> bool {
+    std::is_x86_feature_detected!("popcnt")
+        && std::is_x86_feature_detected!("bmi1")
+        && std::is_x86_feature_detected!("bmi2")
+        && std::is_x86_feature_detected!("lzcnt")
+}
+
+#[cfg(not(target_arch = "x86_64"))]
+fn detect() -> bool {
+    false
+}
