@@ -286,6 +286,11 @@ impl<'a> BlockView<'a> {
         self.first
     }
 
+    /// The bit stream after the first fingerprint.
+    pub(super) fn stream(&self) -> &'a [u8] {
+        self.stream
+    }
+
     /// Number of fingerprints in the block.
     pub fn count(&self) -> usize {
         usize::from(self.header.count.get())
@@ -329,6 +334,7 @@ impl<'a> BlockView<'a> {
 
     /// Decodes every fingerprint into `out` (cleared first) and checks that
     /// nothing but zero padding follows the last one.
+    #[inline(always)]
     pub fn decode_into(&self, code: &Code, out: &mut Vec<u64>) -> Result<(), DecodeError> {
         out.clear();
         out.reserve(self.count());
@@ -358,10 +364,47 @@ impl<'a> BlockView<'a> {
     }
 }
 
+/// One table-driven decoding step after `prev`: the next fingerprint when
+/// its code and low bits both lie in the reader's window (which holds at
+/// least 57 valid bits) and within the stream, and it exceeds `prev`.
+/// `None` (consuming nothing) sends the caller to the careful path, which
+/// decodes the rare long deltas and reports malformed streams.
+#[inline(always)]
+pub(super) fn fast_step(reader: &mut BitReader<'_>, code: &Code, prev: u64) -> Option<u64> {
+    let window = reader.peek_window();
+    let entry = code.fast_entry(window);
+    let (total, h, len) = (entry >> 16, (entry >> 8) & 0x3f, entry & 0xff);
+    if entry == 0 || total as usize > reader.remaining() {
+        return None;
+    }
+    // The `h` bits after the code word (none when h = 0: the first shift
+    // clears the top bit, the second then shifts out everything).
+    let low = ((window << len) >> 1) >> (63 - h);
+    // Bit h of the successor flips from 0 to 1; a set bit h is malformed.
+    let above = prev >> h;
+    if above & 1 != 0 {
+        return None;
+    }
+    reader.advance(total);
+    Some(((above | 1) << h) | low)
+}
+
+/// The step [`fast_step`] declines: a code or low bits reaching past the
+/// window. `None` when the stream is malformed (the checked iterator then
+/// says how).
+#[cold]
+#[inline(never)]
+pub(super) fn long_step(reader: &mut BitReader<'_>, code: &Code, prev: u64) -> Option<u64> {
+    let (h, len) = code.lookup(reader.peek_window());
+    reader.skip(u32::from(len))?;
+    let low = reader.read(u32::from(h))?;
+    apply_delta(prev, h, low)
+}
+
 /// The successor of `prev` whose XOR with it has its top bit at `h` and
 /// whose bits below `h` are `low`; `None` when bit `h` of `prev` is set
 /// (the successor would not be larger).
-#[inline]
+#[inline(always)]
 fn apply_delta(prev: u64, h: u8, low: u64) -> Option<u64> {
     let bit = 1u64 << h;
     if prev & bit != 0 {
@@ -475,22 +518,11 @@ impl Iterator for BlockIter<'_, '_> {
             self.started = true;
             return Some(Ok(self.prev));
         }
-        let window = self.reader.peek_window();
-        let (h, len) = self.code.lookup(window);
-        // Fast path: code and low bits both lie in this window (it holds at
-        // least 57 valid bits) and within the stream.
-        let total = u32::from(len) + u32::from(h);
-        if total <= 57 && (total as usize) <= self.reader.remaining() {
-            let low = ((window << len) >> 1) >> (63 - u32::from(h));
-            let low = if h == 0 { 0 } else { low };
-            self.reader.advance(total);
-            if let Some(fp) = apply_delta(self.prev, h, low) {
-                self.prev = fp;
-                return Some(Ok(fp));
-            }
-            self.failed = true;
-            return Some(Err(DecodeError::NotIncreasing { index }));
+        if let Some(fp) = fast_step(&mut self.reader, self.code, self.prev) {
+            self.prev = fp;
+            return Some(Ok(fp));
         }
+        let (h, len) = self.code.lookup(self.reader.peek_window());
         let decoded = self
             .reader
             .skip(u32::from(len))

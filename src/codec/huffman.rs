@@ -50,15 +50,18 @@ pub struct Code {
     words: [u16; SYMBOLS],
     /// Indexed by the next `MAX_CODE_LEN` bits: `symbol << 4 | length`.
     table: Box<[u16]>,
-    /// Indexed by the next [`FAST_BITS`] bits: `symbol << 8 | length` for
-    /// codes at most that long, 0 for prefixes of longer ones. Small
-    /// enough that the codes of all tables a query probes stay in the
-    /// first-level cache together.
-    fast: [u16; 1 << FAST_BITS],
+    /// Indexed by the next [`FAST_BITS`] bits: a [`fast_entry`]
+    /// (Self::fast_entry). Small enough that the codes of all tables a
+    /// query probes stay in the first-level cache together.
+    fast: [u32; 1 << FAST_BITS],
 }
 
 /// Index width of the first-level decoding table.
 const FAST_BITS: u8 = 8;
+
+/// Most bits (code word and low bits) one fast step takes from a 64-bit
+/// window: a window read at any bit offset holds at least 57 whole bits.
+pub const FAST_STEP_BITS: u32 = 57;
 
 impl std::fmt::Debug for Code {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -104,12 +107,12 @@ impl Code {
                 *slot = entry;
             }
         }
-        let mut fast = [0u16; 1 << FAST_BITS];
+        let mut fast = [0u32; 1 << FAST_BITS];
         for (i, slot) in fast.iter_mut().enumerate() {
-            let entry = table[i << (MAX_CODE_LEN - FAST_BITS)];
-            let len = entry & 0xf;
-            if len <= u16::from(FAST_BITS) {
-                *slot = ((entry >> 4) << 8) | len;
+            let entry = u32::from(table[i << (MAX_CODE_LEN - FAST_BITS)]);
+            let (symbol, len) = (entry >> 4, entry & 0xf);
+            if len <= u32::from(FAST_BITS) && symbol + len <= FAST_STEP_BITS {
+                *slot = ((symbol + len) << 16) | (symbol << 8) | len;
             }
         }
         Ok(Self {
@@ -144,22 +147,20 @@ impl Code {
 
     /// Decodes one symbol from the top bits of a window (see
     /// [`BitReader::peek_window`]); returns `(symbol, length)`.
-    #[inline(always)]
+    #[inline]
     pub fn lookup(&self, window: u64) -> (u8, u8) {
-        let entry = self.fast[(window >> (64 - u32::from(FAST_BITS))) as usize];
-        if entry != 0 {
-            return ((entry >> 8) as u8, entry as u8);
-        }
-        self.lookup_long(window)
-    }
-
-    /// [`lookup`](Self::lookup) for code words longer than [`FAST_BITS`].
-    #[cold]
-    #[inline(never)]
-    fn lookup_long(&self, window: u64) -> (u8, u8) {
         let index = (window >> (64 - u32::from(MAX_CODE_LEN))) as usize;
         let entry = self.table.get(index).copied().unwrap_or(0);
         ((entry >> 4) as u8, (entry & 0xf) as u8)
+    }
+
+    /// The first-level table's entry for a window: `(length + symbol) << 16
+    /// | symbol << 8 | length` when the code word is at most [`FAST_BITS`]
+    /// long and code word and low bits together fit [`FAST_STEP_BITS`];
+    /// 0 otherwise (use [`lookup`](Self::lookup) and read carefully).
+    #[inline(always)]
+    pub fn fast_entry(&self, window: u64) -> u32 {
+        self.fast[(window >> (64 - u32::from(FAST_BITS))) as usize]
     }
 
     /// Decodes one symbol a bit at a time, by the canonical-code rule.

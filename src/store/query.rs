@@ -7,6 +7,7 @@
 use super::shared::Shared;
 use super::state::State;
 use crate::error::{Error, Result};
+use crate::table::ProbeStart;
 
 /// Queries of a batch answered per read-lock acquisition, so a long batch
 /// does not hold writers off.
@@ -91,13 +92,13 @@ fn collect_portable(
     let mut found = Vec::new();
     // Locate every table's first block before decoding any, so their
     // cache misses overlap.
-    let starts: Vec<(u64, u64, u64, usize)> = probe
+    let starts: Vec<(u64, u64, u64, ProbeStart)> = probe
         .iter()
         .map(|&t| {
             let spec = &shared.plan.tables()[t];
             let q = spec.permutation.apply(fp);
             let (lo, hi) = spec.prefix_range(q);
-            (q, lo, hi, state.tables[t].probe_start(lo))
+            (q, lo, hi, state.tables[t].probe_start(lo, hi))
         })
         .collect();
     for (&t, &(q, lo, hi, start)) in probe.iter().zip(&starts) {
@@ -113,7 +114,7 @@ fn collect_portable(
         }
         // The visitor runs for every decoded fingerprint: the distance
         // test stays inline, the rare hit goes out of line.
-        state.tables[t].scan_from(start, lo, hi, |p| {
+        state.tables[t].scan_unordered(start, lo, hi, |p| {
             let d = (p ^ q).count_ones();
             d > k || !accept(spec, state, p, d, &mut found) || !first
         })?;
@@ -214,7 +215,7 @@ pub(crate) fn query_batch(shared: &Shared, fps: &[u64], k: u32) -> Result<Vec<Ve
             let (found, has_ids) = {
                 let state = shared.state.read();
                 (
-                    probe_tables(shared, &state, probe, chunk, k)?,
+                    probe_tables_dispatch(shared, &state, probe, chunk, k)?,
                     state.ids > 0,
                 )
             };
@@ -231,7 +232,7 @@ pub(crate) fn query_batch(shared: &Shared, fps: &[u64], k: u32) -> Result<Vec<Ve
                     .iter()
                     .map(|&tables| {
                         let state = &*state;
-                        scope.spawn(move || probe_tables(shared, state, tables, chunk, k))
+                        scope.spawn(move || probe_tables_dispatch(shared, state, tables, chunk, k))
                     })
                     .collect();
                 join_all(handles)
@@ -276,8 +277,43 @@ fn join_all<T>(handles: Vec<std::thread::ScopedJoinHandle<'_, Result<T>>>) -> Re
 /// Chunks smaller than this are answered on the calling thread.
 const PARALLEL_MIN: usize = 4096;
 
+/// [`probe_tables`], compiled for the processor's bit instructions when
+/// it has them (as [`collect`]).
+fn probe_tables_dispatch(
+    shared: &Shared,
+    state: &State,
+    tables: &[usize],
+    chunk: &[u64],
+    k: u32,
+) -> Result<Vec<Vec<(u64, u32)>>> {
+    #[cfg(target_arch = "x86_64")]
+    if super::cpu::fast_bits() {
+        // SAFETY: `fast_bits` checked that this processor has every
+        // feature `probe_tables_fast_bits` is compiled for.
+        return unsafe { probe_tables_fast_bits(shared, state, tables, chunk, k) };
+    }
+    probe_tables(shared, state, tables, chunk, k)
+}
+
+/// [`probe_tables`] compiled for POPCNT, BMI1, BMI2 and LZCNT.
+///
+/// # Safety
+/// The processor must have those features.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "popcnt,bmi1,bmi2,lzcnt")]
+unsafe fn probe_tables_fast_bits(
+    shared: &Shared,
+    state: &State,
+    tables: &[usize],
+    chunk: &[u64],
+    k: u32,
+) -> Result<Vec<Vec<(u64, u32)>>> {
+    probe_tables(shared, state, tables, chunk, k)
+}
+
 /// Candidates for each query of `chunk` from the given tables (and their
 /// pending fingerprints), in chunk order.
+#[inline(always)]
 fn probe_tables(
     shared: &Shared,
     state: &State,

@@ -52,11 +52,10 @@ impl Marks {
         let _ = self.points.get_or_init(|| build(view, code));
     }
 
-    /// The first point's fingerprint, if points were built (a cheap read
-    /// that brings them into cache).
+    /// The points, if built (without counting a read).
     #[inline]
-    pub fn first_point(&self) -> Option<u64> {
-        self.points.get()?.first().map(|p| p.fingerprint)
+    pub fn built(&self) -> Option<&[ResumePoint]> {
+        self.points.get().map(|p| &p[..])
     }
 
     /// Bytes of memory the points take (beyond this struct).

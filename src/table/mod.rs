@@ -14,7 +14,9 @@ use zerocopy::FromBytes;
 pub use codes::Codebook;
 pub use merge::{merge, MergeOutput};
 
-use crate::codec::{BlockHeader, BlockView, Code, Visit};
+use crate::codec::{
+    visit_lanes, BlockHeader, BlockView, Code, LaneVisit, ResumePoint, Visit, MIN_BLOCK_LEN,
+};
 use crate::error::{Error, Result};
 use crate::index;
 
@@ -138,6 +140,7 @@ impl TableState {
     }
 
     /// Decodes block `j` completely into `out`, checking its padding.
+    #[inline(always)]
     pub fn decode_block(&self, j: usize, out: &mut Vec<u64>) -> Result<()> {
         let (view, code) = self.view(j)?;
         view.decode_into(code, out)
@@ -147,21 +150,51 @@ impl TableState {
     /// Calls `visit` with every permuted fingerprint in `lo..=hi`, in order,
     /// until it returns `false`. Returns whether the visit was stopped.
     pub fn scan(&self, lo: u64, hi: u64, visit: impl FnMut(u64) -> bool) -> Result<bool> {
-        self.scan_from(self.probe_start(lo), lo, hi, visit)
+        self.scan_from(self.probe_start(lo, hi), lo, hi, visit)
     }
 
-    /// The block a probe for `lo..` starts at. Also loads the first bytes
-    /// of that block and of its resume points, so that a caller probing
-    /// several tables can start all their cache misses before decoding any
-    /// (they then overlap instead of queuing).
+    /// Where a probe for `lo..=hi` starts: its block and, if that block's
+    /// resume points are built, the nearest one at or below `lo`. Also
+    /// asks the processor to fetch the bytes the probe will decode (up to
+    /// where `hi` falls by interpolation between the block keys), so that
+    /// a caller probing several tables has all their cache misses in
+    /// flight before it decodes any.
     #[inline]
-    pub fn probe_start(&self, lo: u64) -> usize {
-        let j = index::locate(&self.keys, lo).unwrap_or(0);
-        if let Some(slot) = self.blocks.get(j) {
-            std::hint::black_box(slot.bytes.first().copied());
-            std::hint::black_box(slot.marks.first_point());
+    pub fn probe_start(&self, lo: u64, hi: u64) -> ProbeStart {
+        let block = index::locate(&self.keys, lo).unwrap_or(0);
+        let point = self.blocks.get(block).and_then(|slot| {
+            let points = slot.marks.built()?;
+            let m = points.partition_point(|p| p.fingerprint <= lo);
+            points.get(m.checked_sub(1)?).copied()
+        });
+        // The header is read too, but it shares the slot's first line.
+        let mut from = point.map_or(0, |p| MIN_BLOCK_LEN + p.bit as usize / 8);
+        let mut j = block;
+        // The run may continue into following blocks; fetch at most two.
+        while j < block + 2 {
+            let Some(slot) = self.blocks.get(j) else {
+                break;
+            };
+            let len = slot.bytes.len();
+            let end = match self.keys.get(j + 1) {
+                Some(&next) if next <= hi => len,
+                Some(&next) => {
+                    let key = self.keys[j];
+                    let span = (next - key).max(1) as u128;
+                    let at = (hi.saturating_sub(key) as u128).min(span);
+                    let stream = len.saturating_sub(MIN_BLOCK_LEN) as u128;
+                    MIN_BLOCK_LEN + (stream * at / span) as usize + 64
+                }
+                None => len,
+            };
+            prefetch(slot.bytes.get(from..end.min(len)).unwrap_or_default());
+            if end < len || self.keys.get(j + 1).is_none_or(|&next| next > hi) {
+                break;
+            }
+            j += 1;
+            from = 0;
         }
-        j
+        ProbeStart { block, point }
     }
 
     /// Builds the resume points of every block that has none yet, stopping
@@ -178,35 +211,31 @@ impl TableState {
         }
     }
 
-    /// [`scan`](Self::scan) starting at block `start`, which must be
-    /// [`probe_start(lo)`](Self::probe_start). Always inlined, so the
+    /// [`scan`](Self::scan) from `start`, which must be
+    /// [`probe_start(lo, hi)`](Self::probe_start). Always inlined, so the
     /// decoding loop is compiled for the caller's target features.
     #[inline(always)]
     pub fn scan_from(
         &self,
-        start: usize,
+        start: ProbeStart,
         lo: u64,
         hi: u64,
         mut visit: impl FnMut(u64) -> bool,
     ) -> Result<bool> {
-        for j in start..self.keys.len() {
+        for j in start.block..self.keys.len() {
             if self.keys[j] > hi {
                 break;
             }
             let (view, code) = self.view(j)?;
-            let mut iter = view.iter(code);
-            if j == start {
-                if let Some(points) = self.blocks[j].marks.get(&view, code) {
-                    let m = points.partition_point(|p| p.fingerprint <= lo);
-                    if let Some(&point) = m.checked_sub(1).and_then(|m| points.get(m)) {
-                        iter = view.iter_from(code, point);
-                    }
-                }
-            }
-            match iter
-                .visit_range(lo, hi, &mut visit)
-                .map_err(|e| Error::block(self.number, self.keys[j], &e))?
-            {
+            let point = if j == start.block {
+                start.point.or_else(|| {
+                    let points = self.blocks[j].marks.get(&view, code)?;
+                    point_at(points, lo)
+                })
+            } else {
+                None
+            };
+            match self.scan_block(j, &view, code, point, lo, hi, &mut visit)? {
                 Visit::Exhausted => {}
                 Visit::PastEnd => return Ok(false),
                 Visit::Stopped => return Ok(true),
@@ -215,9 +244,95 @@ impl TableState {
         Ok(false)
     }
 
+    /// Like [`scan_from`](Self::scan_from), for callers that judge each
+    /// value on its own (a distance test): besides every fingerprint in
+    /// `lo..=hi` it may visit stored fingerprints near that range, some
+    /// twice, not in order. In blocks whose resume points are built it
+    /// decodes the stretches between them two at a time
+    /// ([`visit_lanes`](crate::codec::visit_lanes)), which overlaps their
+    /// decoding chains.
+    #[inline(always)]
+    pub fn scan_unordered(
+        &self,
+        start: ProbeStart,
+        lo: u64,
+        hi: u64,
+        mut visit: impl FnMut(u64) -> bool,
+    ) -> Result<bool> {
+        let mut j = start.block;
+        while j < self.keys.len() && self.keys[j] <= hi {
+            let (view, code) = self.view(j)?;
+            let first_block = j == start.block;
+            let visited = match self.blocks[j].marks.built() {
+                Some(points) => {
+                    // Stretch `m` holds the values after point `m - 1`
+                    // up to and including point `m`.
+                    let from = if first_block {
+                        points.partition_point(|p| p.fingerprint < lo)
+                    } else {
+                        0
+                    };
+                    let to = points.partition_point(|p| p.fingerprint <= hi);
+                    match lanes(&view, code, points, from, to, &mut visit) {
+                        LaneVisit::Done => Visit::Exhausted,
+                        LaneVisit::Stopped => Visit::Stopped,
+                        // Decode the stretch again with the checked
+                        // iterator, which reports an error if there is one.
+                        LaneVisit::Careful => {
+                            let point = from.checked_sub(1).and_then(|m| points.get(m)).copied();
+                            self.scan_block(j, &view, code, point, lo, hi, &mut visit)?
+                        }
+                    }
+                }
+                None => {
+                    let point = if first_block {
+                        start.point.or_else(|| {
+                            let points = self.blocks[j].marks.get(&view, code)?;
+                            point_at(points, lo)
+                        })
+                    } else {
+                        None
+                    };
+                    self.scan_block(j, &view, code, point, lo, hi, &mut visit)?
+                }
+            };
+            match visited {
+                Visit::Exhausted => j += 1,
+                Visit::PastEnd => return Ok(false),
+                Visit::Stopped => return Ok(true),
+            }
+        }
+        Ok(false)
+    }
+
+    /// Visits `lo..=hi` within block `j` in order, decoding from `point`
+    /// (or the block's start).
+    #[allow(clippy::too_many_arguments)]
+    #[inline(always)]
+    fn scan_block(
+        &self,
+        j: usize,
+        view: &BlockView<'_>,
+        code: &Code,
+        point: Option<ResumePoint>,
+        lo: u64,
+        hi: u64,
+        visit: &mut impl FnMut(u64) -> bool,
+    ) -> Result<Visit> {
+        let mut iter = match point {
+            Some(point) => view.iter_from(code, point),
+            None => view.iter(code),
+        };
+        iter.visit_range(lo, hi, visit)
+            .map_err(|e| Error::block(self.number, self.keys[j], &e))
+    }
+
     /// Visits the permuted fingerprints in each of `ranges` (inclusive,
     /// sorted by their low ends) as `visit(range index, fingerprint)`,
     /// decoding every block at most once for the whole batch (Manku §3.3).
+    /// Always inlined, so its loops are compiled for the caller's target
+    /// features.
+    #[inline(always)]
     pub fn scan_sorted(
         &self,
         ranges: &[(u64, u64)],
@@ -265,6 +380,73 @@ impl TableState {
         })?;
         Ok(found)
     }
+}
+
+/// Where a probe starts: see [`TableState::probe_start`].
+#[derive(Debug, Clone, Copy)]
+pub struct ProbeStart {
+    block: usize,
+    point: Option<ResumePoint>,
+}
+
+/// The resume point at or below `lo`, if any.
+fn point_at(points: &[ResumePoint], lo: u64) -> Option<ResumePoint> {
+    let m = points.partition_point(|p| p.fingerprint <= lo);
+    points.get(m.checked_sub(1)?).copied()
+}
+
+/// Visits the stretches `from..=to` of a block (stretch 0 is the first
+/// fingerprint and the ones up to the first resume point; stretch `m` the
+/// ones after point `m - 1`, up to the next), two at a time.
+#[inline(always)]
+fn lanes(
+    view: &BlockView<'_>,
+    code: &Code,
+    points: &[ResumePoint],
+    from: usize,
+    to: usize,
+    visit: &mut impl FnMut(u64) -> bool,
+) -> LaneVisit {
+    let lane = |m: usize| match m.checked_sub(1) {
+        None => Some(view.lane(marks::STRIDE - 1)),
+        Some(p) => view.lane_from(*points.get(p)?, marks::STRIDE),
+    };
+    if from == 0 && !visit(view.first()) {
+        return LaneVisit::Stopped;
+    }
+    let mut m = from;
+    while m <= to {
+        let pair = if m < to {
+            lane(m).zip(lane(m + 1))
+        } else {
+            lane(m).map(|a| (a, view.lane(0)))
+        };
+        let Some((mut a, mut b)) = pair else {
+            return LaneVisit::Careful;
+        };
+        match visit_lanes(code, &mut a, &mut b, &mut *visit) {
+            LaneVisit::Done => m += 2,
+            other => return other,
+        }
+    }
+    LaneVisit::Done
+}
+
+/// Asks the processor to bring `bytes` into cache, without waiting.
+#[inline(always)]
+fn prefetch(bytes: &[u8]) {
+    #[cfg(target_arch = "x86_64")]
+    for line in bytes.chunks(64) {
+        // SAFETY: `_mm_prefetch` needs SSE, which every x86-64 processor
+        // has; a prefetch is only a hint and never faults.
+        unsafe {
+            std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(
+                line.as_ptr().cast(),
+            );
+        }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = bytes;
 }
 
 /// A block as a table holds it in memory.
@@ -315,6 +497,21 @@ mod tests {
             true
         })
         .unwrap();
+        // The unordered scan visits the same values, perhaps with stored
+        // neighbours outside the range and repeats.
+        let mut unordered = Vec::new();
+        t.scan_unordered(t.probe_start(lo, hi), lo, hi, |v| {
+            unordered.push(v);
+            true
+        })
+        .unwrap();
+        unordered.sort_unstable();
+        unordered.dedup();
+        for &v in &unordered {
+            assert!(t.contains(v).unwrap(), "unordered scan made up {v:x}");
+        }
+        unordered.retain(|&v| v >= lo && v <= hi);
+        assert_eq!(unordered, got, "unordered scan of {lo:x}..={hi:x}");
         got
     }
 

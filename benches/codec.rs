@@ -1,0 +1,158 @@
+//! Codec throughput: `cargo bench --bench codec` (no RocksDB involved).
+//!
+//! Encodes sorted uniform fingerprints at the density of a table of N
+//! (1M, 10M and 100M) into 1 KB blocks and times, in the same run:
+//! encoding, the table-driven decoder (whole blocks and iterator), the
+//! bit-at-a-time reference decoder, and a baseline summing the same values
+//! from an uncompressed array. Figures are fingerprints per second and
+//! ratios against the in-run baselines; the machine is noisy, so read the
+//! ratios. No external harness: timings use `std::time::Instant` over
+//! several rounds and report the best.
+
+use std::hint::black_box;
+use std::time::{Duration, Instant};
+
+use simstore::codec::{
+    delta_histogram, encode_blocks, visit_lanes, BlockView, Code, LaneVisit, ResumePoint, SYMBOLS,
+};
+
+/// Values per measured collection (the density is that of a table of N).
+const SAMPLE: usize = 2_000_000;
+const ROUNDS: usize = 5;
+
+fn best(mut f: impl FnMut()) -> Duration {
+    (0..ROUNDS)
+        .map(|_| {
+            let started = Instant::now();
+            f();
+            started.elapsed()
+        })
+        .min()
+        .unwrap_or_default()
+}
+
+fn rate(n: usize, d: Duration) -> f64 {
+    n as f64 / d.as_secs_f64().max(1e-12)
+}
+
+fn main() {
+    // `cargo bench` passes `--bench`; any other argument filters nothing.
+    for n in [1_000_000u64, 10_000_000, 100_000_000] {
+        // SAMPLE values spaced as in a table of n uniform fingerprints: the
+        // top bits fixed, the rest uniform over 2^64 / n * SAMPLE.
+        let span = (u64::MAX / n).saturating_mul(SAMPLE as u64);
+        let mut x = 0x2545_f491_4f6c_dd1d_u64 ^ n;
+        let mut fps: Vec<u64> = (0..SAMPLE)
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                x % span.max(1)
+            })
+            .collect();
+        fps.sort_unstable();
+        fps.dedup();
+        let mut counts = [0u64; SYMBOLS];
+        delta_histogram(&fps, &mut counts);
+        let code = Code::from_counts(&counts);
+
+        let mut blocks = Vec::new();
+        let encode = best(|| blocks = encode_blocks(&fps, &code, 0, 1024).expect("encode"));
+        let bytes: usize = blocks.iter().map(Vec::len).sum();
+
+        let sum_plain = best(|| {
+            black_box(fps.iter().fold(0u64, |a, &v| a.wrapping_add(v)));
+        });
+        let mut out = Vec::new();
+        let decode = best(|| {
+            let mut total = 0u64;
+            for b in &blocks {
+                let view = BlockView::parse_verified(b).expect("parse");
+                view.decode_into(&code, &mut out).expect("decode");
+                total = total.wrapping_add(out.iter().fold(0u64, |a, &v| a.wrapping_add(v)));
+            }
+            black_box(total);
+        });
+        let iterate = best(|| {
+            let mut total = 0u64;
+            for b in &blocks {
+                let view = BlockView::parse_verified(b).expect("parse");
+                for v in view.iter(&code) {
+                    total = total.wrapping_add(v.expect("decode"));
+                }
+            }
+            black_box(total);
+        });
+        // Stretches of 32 between resume points, decoded two at a time.
+        let points: Vec<Vec<ResumePoint>> = blocks
+            .iter()
+            .map(|b| {
+                let view = BlockView::parse_verified(b).expect("parse");
+                let mut iter = view.iter(&code);
+                let mut points = Vec::new();
+                let mut n = 0;
+                while let Some(Ok(_)) = iter.next() {
+                    n += 1;
+                    if n % 32 == 0 {
+                        points.extend(iter.resume_point());
+                    }
+                }
+                points
+            })
+            .collect();
+        let lanes = best(|| {
+            let mut total = 0u64;
+            for (b, points) in blocks.iter().zip(&points) {
+                let view = BlockView::parse_verified(b).expect("parse");
+                let mut lanes = std::iter::once(view.lane(31))
+                    .chain(points.iter().map(|&p| view.lane_from(p, 32).expect("lane")));
+                while let Some(mut a) = lanes.next() {
+                    let mut b = lanes.next().unwrap_or_else(|| view.lane(0));
+                    let end = visit_lanes(&code, &mut a, &mut b, |v| {
+                        total = total.wrapping_add(v);
+                        true
+                    });
+                    assert_eq!(end, LaneVisit::Done);
+                }
+            }
+            black_box(total);
+        });
+        let checked = best(|| {
+            for b in &blocks {
+                black_box(BlockView::parse(b).expect("parse"));
+            }
+        });
+        let slow = best(|| {
+            for b in blocks.iter().take(blocks.len() / 10) {
+                let view = BlockView::parse_verified(b).expect("parse");
+                black_box(view.decode_slow(&code).expect("decode"));
+            }
+        }) * 10;
+
+        let m = fps.len();
+        println!(
+            "density of N = {n}: {m} fingerprints, {:.3} bytes each in {} blocks of 1 KB",
+            bytes as f64 / m as f64,
+            blocks.len()
+        );
+        println!("  encode: {:.1} M/s", rate(m, encode) / 1e6);
+        println!(
+            "  decode whole blocks (table-driven): {:.1} M/s, {:.2} ns each; {:.1}x the bit-at-a-time reference; {:.2}x the time of summing an uncompressed array",
+            rate(m, decode) / 1e6,
+            decode.as_secs_f64() * 1e9 / m as f64,
+            slow.as_secs_f64() / decode.as_secs_f64(),
+            decode.as_secs_f64() / sum_plain.as_secs_f64()
+        );
+        println!(
+            "  decode two stretches at a time: {:.1} M/s ({:.2}x whole blocks)",
+            rate(m, lanes) / 1e6,
+            decode.as_secs_f64() / lanes.as_secs_f64()
+        );
+        println!(
+            "  decode through the iterator: {:.1} M/s; reference decoder {:.1} M/s; CRC check {:.1} M blocks/s",
+            rate(m, iterate) / 1e6,
+            rate(m, slow) / 1e6,
+            rate(blocks.len(), checked) / 1e6
+        );
+    }
+}
