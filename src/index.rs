@@ -3,6 +3,65 @@
 //! with a bounded fallback to bisection, so clustered keys never cost more
 //! than `O(log n)` probes.
 
+/// Keys per directory bucket aimed for: about one cache line of keys.
+const KEYS_PER_BUCKET: usize = 8;
+
+/// A coarse directory over sorted keys: for each value of their top `bits`
+/// bits, where its keys start. It narrows an interpolation search to about
+/// one cache line of keys, so a lookup costs one directory read (small
+/// enough to stay cached) and about one read of the keys, instead of the
+/// two or three dependent reads of interpolating over the whole array.
+/// Memory only, derived from the keys.
+#[derive(Debug, Clone, Default)]
+pub struct Directory {
+    /// `starts[b]`: the number of keys whose top bits are below `b`;
+    /// `2^bits + 1` entries.
+    starts: Box<[u32]>,
+    bits: u32,
+}
+
+impl Directory {
+    /// The directory of sorted `keys`.
+    pub fn new(keys: &[u64]) -> Self {
+        let buckets = (keys.len() / KEYS_PER_BUCKET).max(1);
+        let bits = usize::BITS - (buckets - 1).leading_zeros();
+        let bits = bits.min(24);
+        let mut starts = vec![0u32; (1usize << bits) + 1].into_boxed_slice();
+        let mut at = 0usize;
+        for (b, start) in starts.iter_mut().enumerate() {
+            while at < keys.len() && bucket(keys[at], bits) < b {
+                at += 1;
+            }
+            *start = u32::try_from(at).unwrap_or(u32::MAX);
+        }
+        Self { starts, bits }
+    }
+
+    /// Bytes of memory the directory takes.
+    pub fn heap_bytes(&self) -> usize {
+        std::mem::size_of_val::<[u32]>(&self.starts)
+    }
+
+    /// [`locate`] in `keys` (the keys the directory was built from).
+    #[inline]
+    pub fn locate(&self, keys: &[u64], target: u64) -> Option<usize> {
+        let b = bucket(target, self.bits);
+        let (Some(&start), Some(&end)) = (self.starts.get(b), self.starts.get(b + 1)) else {
+            return locate(keys, target);
+        };
+        // The last key ≤ target is in this bucket or is the one before it.
+        let lo = (start as usize).saturating_sub(1);
+        let sub = keys.get(lo..end as usize)?;
+        locate(sub, target).map(|i| lo + i)
+    }
+}
+
+/// The top `bits` bits of `key`, as a bucket number.
+#[inline]
+fn bucket(key: u64, bits: u32) -> usize {
+    key.checked_shr(64 - bits).unwrap_or(0) as usize
+}
+
 /// Interpolation steps tried before switching to bisection.
 const INTERPOLATION_STEPS: u32 = 6;
 
@@ -24,9 +83,11 @@ pub fn locate(keys: &[u64], target: u64) -> Option<usize> {
         }
         let mid = if steps < INTERPOLATION_STEPS && hi_key > lo_key {
             steps += 1;
-            let span = (hi - lo) as u128;
-            let offset = u128::from(target - lo_key) * span / u128::from(hi_key - lo_key);
-            (lo + offset as usize).clamp(lo + 1, hi)
+            // Floating point: a guess need not be exact (it is clamped and
+            // checked), and a 128-bit division costs far more.
+            let fraction = (target - lo_key) as f64 / (hi_key - lo_key) as f64;
+            let offset = (fraction * (hi - lo) as f64) as usize;
+            (lo + offset).clamp(lo + 1, hi)
         } else {
             lo + (hi - lo).div_ceil(2)
         };
@@ -71,6 +132,12 @@ mod tests {
                 .chain([0, u64::MAX, 1 << 39])
             {
                 assert_eq!(locate(keys, t), reference(keys, t), "target {t}");
+                let dir = Directory::new(keys);
+                assert_eq!(
+                    dir.locate(keys, t),
+                    reference(keys, t),
+                    "directory, target {t}"
+                );
             }
         }
     }

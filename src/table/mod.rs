@@ -27,6 +27,8 @@ use crate::index;
 pub struct TableState {
     number: usize,
     keys: Vec<u64>,
+    /// Narrows block lookups (memory only, derived from `keys`).
+    directory: index::Directory,
     /// One entry per block, in key order: what a probe reads, together.
     blocks: Vec<Slot>,
     codes: Arc<Codebook>,
@@ -59,6 +61,7 @@ impl TableState {
         let fingerprints = blocks.iter().map(|b| header_count(&b.bytes)).sum();
         Self {
             number,
+            directory: index::Directory::new(&keys),
             keys,
             blocks,
             codes,
@@ -91,12 +94,15 @@ impl TableState {
         self.fingerprints
     }
 
-    /// Bytes of memory held by resume points (not stored on disk).
+    /// Bytes of memory held by structures derived from the blocks (resume
+    /// points and the block directory; neither is stored on disk).
     pub fn mark_bytes(&self) -> u64 {
-        self.blocks
+        let points: u64 = self
+            .blocks
             .iter()
             .map(|b| (b.marks.heap_bytes() + std::mem::size_of::<marks::Marks>()) as u64)
-            .sum()
+            .sum();
+        points + self.directory.heap_bytes() as u64
     }
 
     /// Total encoded bytes of all blocks, headers included.
@@ -161,7 +167,7 @@ impl TableState {
     /// flight before it decodes any.
     #[inline]
     pub fn probe_start(&self, lo: u64, hi: u64) -> ProbeStart {
-        let block = index::locate(&self.keys, lo).unwrap_or(0);
+        let block = self.directory.locate(&self.keys, lo).unwrap_or(0);
         let point = self.blocks.get(block).and_then(|slot| {
             let points = slot.marks.built()?;
             let m = points.partition_point(|p| p.fingerprint <= lo);
@@ -342,7 +348,7 @@ impl TableState {
         let mut spare: Vec<Vec<u64>> = Vec::new();
         let mut cache_start = 0usize;
         for (r, &(lo, hi)) in ranges.iter().enumerate() {
-            let start = index::locate(&self.keys, lo).unwrap_or(0);
+            let start = self.directory.locate(&self.keys, lo).unwrap_or(0);
             while cache_start < start && !cache.is_empty() {
                 spare.extend(cache.pop_front());
                 cache_start += 1;
