@@ -90,16 +90,25 @@ fn collect_portable(
     first: bool,
 ) -> Result<Vec<(u64, u32)>> {
     let mut found = Vec::new();
-    // Locate every table's first block before decoding any, so their
-    // cache misses overlap.
-    let starts: Vec<(u64, u64, u64, ProbeStart)> = probe
+    // Locate every table's first block, then touch each, then find each
+    // resume point, before decoding any: each stage's cache misses overlap
+    // across the tables.
+    let located: Vec<(u64, u64, u64, usize)> = probe
         .iter()
         .map(|&t| {
             let spec = &shared.plan.tables()[t];
             let q = spec.permutation.apply(fp);
             let (lo, hi) = spec.prefix_range(q);
-            (q, lo, hi, state.tables[t].probe_start(lo, hi))
+            (q, lo, hi, state.tables[t].probe_block(lo))
         })
+        .collect();
+    for (&t, &(.., block)) in probe.iter().zip(&located) {
+        state.tables[t].probe_touch(block);
+    }
+    let starts: Vec<(u64, u64, u64, ProbeStart)> = probe
+        .iter()
+        .zip(located)
+        .map(|(&t, (q, lo, hi, block))| (q, lo, hi, state.tables[t].probe_start_at(block, lo, hi)))
         .collect();
     for (&t, &(q, lo, hi, start)) in probe.iter().zip(&starts) {
         let spec = &shared.plan.tables()[t];

@@ -160,24 +160,54 @@ impl TableState {
     }
 
     /// Where a probe for `lo..=hi` starts: its block and, if that block's
-    /// resume points are built, the nearest one at or below `lo`. Also
-    /// asks the processor to fetch the bytes the probe will decode (up to
-    /// where `hi` falls by interpolation between the block keys), so that
-    /// a caller probing several tables has all their cache misses in
-    /// flight before it decodes any.
+    /// resume points are built, the nearest one at or below `lo`. The three
+    /// stages ([`probe_block`](Self::probe_block),
+    /// [`probe_touch`](Self::probe_touch),
+    /// [`probe_start_at`](Self::probe_start_at)) each start the memory
+    /// reads the next one needs; a caller probing several tables runs each
+    /// stage for all of them before the next, so their cache misses overlap
+    /// instead of queuing.
     #[inline]
     pub fn probe_start(&self, lo: u64, hi: u64) -> ProbeStart {
+        let block = self.probe_block(lo);
+        self.probe_touch(block);
+        self.probe_start_at(block, lo, hi)
+    }
+
+    /// Stage 1 of a probe: the block holding `lo`'s place; asks the
+    /// processor for that block's slot.
+    #[inline]
+    pub fn probe_block(&self, lo: u64) -> usize {
         let block = self.directory.locate(&self.keys, lo).unwrap_or(0);
+        if let Some(slot) = self.blocks.get(block) {
+            prefetch(std::slice::from_ref(slot));
+        }
+        block
+    }
+
+    /// Stage 2: asks for the block's resume points and first bytes.
+    #[inline]
+    pub fn probe_touch(&self, block: usize) {
+        if let Some(slot) = self.blocks.get(block) {
+            if let Some(points) = slot.marks.built() {
+                prefetch(points);
+            }
+            prefetch(slot.bytes.get(..1).unwrap_or_default());
+        }
+    }
+
+    /// Stage 3: finds the resume point and asks for the bytes the probe
+    /// will decode (up to where `hi` falls by interpolation between the
+    /// block keys, into at most one more block).
+    #[inline]
+    pub fn probe_start_at(&self, block: usize, lo: u64, hi: u64) -> ProbeStart {
         let point = self.blocks.get(block).and_then(|slot| {
             let points = slot.marks.built()?;
             let m = points.partition_point(|p| p.fingerprint <= lo);
             points.get(m.checked_sub(1)?).copied()
         });
-        // The header is read too, but it shares the slot's first line.
         let mut from = point.map_or(0, |p| MIN_BLOCK_LEN + p.bit as usize / 8);
-        let mut j = block;
-        // The run may continue into following blocks; fetch at most two.
-        while j < block + 2 {
+        for j in block..block + 2 {
             let Some(slot) = self.blocks.get(j) else {
                 break;
             };
@@ -186,10 +216,9 @@ impl TableState {
                 Some(&next) if next <= hi => len,
                 Some(&next) => {
                     let key = self.keys[j];
-                    let span = (next - key).max(1) as u128;
-                    let at = (hi.saturating_sub(key) as u128).min(span);
-                    let stream = len.saturating_sub(MIN_BLOCK_LEN) as u128;
-                    MIN_BLOCK_LEN + (stream * at / span) as usize + 64
+                    let fraction = hi.saturating_sub(key) as f64 / (next - key).max(1) as f64;
+                    let stream = len.saturating_sub(MIN_BLOCK_LEN) as f64;
+                    MIN_BLOCK_LEN + (fraction.min(1.0) * stream) as usize + 64
                 }
                 None => len,
             };
@@ -197,7 +226,6 @@ impl TableState {
             if end < len || self.keys.get(j + 1).is_none_or(|&next| next > hi) {
                 break;
             }
-            j += 1;
             from = 0;
         }
         ProbeStart { block, point }
@@ -438,21 +466,32 @@ fn lanes(
     LaneVisit::Done
 }
 
-/// Asks the processor to bring `bytes` into cache, without waiting.
+/// Asks the processor to bring `items` into cache, without waiting.
 #[inline(always)]
-fn prefetch(bytes: &[u8]) {
-    #[cfg(target_arch = "x86_64")]
-    for line in bytes.chunks(64) {
+fn prefetch<T>(items: &[T]) {
+    let start = items.as_ptr().cast::<u8>();
+    let len = std::mem::size_of_val(items);
+    let line = |at: usize| {
+        #[cfg(target_arch = "x86_64")]
         // SAFETY: `_mm_prefetch` needs SSE, which every x86-64 processor
         // has; a prefetch is only a hint and never faults.
         unsafe {
             std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(
-                line.as_ptr().cast(),
+                start.wrapping_add(at).cast(),
             );
         }
+        #[cfg(not(target_arch = "x86_64"))]
+        let _ = at;
+    };
+    let mut at = 0;
+    while at < len {
+        line(at);
+        at += 64;
     }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = bytes;
+    // The last line, when the range does not start on a line boundary.
+    if len > 0 {
+        line(len - 1);
+    }
 }
 
 /// A block as a table holds it in memory.
