@@ -45,15 +45,29 @@ impl Directory {
     /// [`locate`] in `keys` (the keys the directory was built from).
     #[inline]
     pub fn locate(&self, keys: &[u64], target: u64) -> Option<usize> {
-        let b = bucket(target, self.bits);
-        let (Some(&start), Some(&end)) = (self.starts.get(b), self.starts.get(b + 1)) else {
-            return locate(keys, target);
-        };
-        // The last key ≤ target is in this bucket or is the one before it.
-        let lo = (start as usize).saturating_sub(1);
-        let sub = keys.get(lo..end as usize)?;
-        locate(sub, target).map(|i| lo + i)
+        locate_within(keys, self.range(target), target)
     }
+
+    /// The index range of `keys` (those the directory was built from)
+    /// that holds the last key ≤ `target`, if there is one.
+    #[inline]
+    pub fn range(&self, target: u64) -> std::ops::Range<usize> {
+        let b = bucket(target, self.bits);
+        match (self.starts.get(b), self.starts.get(b + 1)) {
+            // The last key ≤ target is in this bucket or the one before it.
+            (Some(&start), Some(&end)) => (start as usize).saturating_sub(1)..end as usize,
+            _ => 0..usize::MAX,
+        }
+    }
+}
+
+/// [`locate`] restricted to `range` of `keys` (clamped to the keys),
+/// which must hold the answer if there is one.
+#[inline]
+pub fn locate_within(keys: &[u64], range: std::ops::Range<usize>, target: u64) -> Option<usize> {
+    let end = range.end.min(keys.len());
+    let lo = range.start.min(end);
+    locate(keys.get(lo..end)?, target).map(|i| lo + i)
 }
 
 /// The top `bits` bits of `key`, as a bucket number.

@@ -90,17 +90,23 @@ fn collect_portable(
     first: bool,
 ) -> Result<Vec<(u64, u32)>> {
     let mut found = Vec::new();
-    // Locate every table's first block, then touch each, then find each
+    // Find every table's key range, then its first block, then touch each,
+    // then find each
     // resume point, before decoding any: each stage's cache misses overlap
     // across the tables.
-    let located: Vec<(u64, u64, u64, usize)> = probe
+    let ranges: Vec<(u64, u64, u64, std::ops::Range<usize>)> = probe
         .iter()
         .map(|&t| {
             let spec = &shared.plan.tables()[t];
             let q = spec.permutation.apply(fp);
             let (lo, hi) = spec.prefix_range(q);
-            (q, lo, hi, state.tables[t].probe_block(lo))
+            (q, lo, hi, state.tables[t].probe_keys(lo))
         })
+        .collect();
+    let located: Vec<(u64, u64, u64, usize)> = probe
+        .iter()
+        .zip(ranges)
+        .map(|(&t, (q, lo, hi, keys))| (q, lo, hi, state.tables[t].probe_block(keys, lo)))
         .collect();
     for (&t, &(.., block)) in probe.iter().zip(&located) {
         state.tables[t].probe_touch(block);

@@ -160,8 +160,9 @@ impl TableState {
     }
 
     /// Where a probe for `lo..=hi` starts: its block and, if that block's
-    /// resume points are built, the nearest one at or below `lo`. The three
-    /// stages ([`probe_block`](Self::probe_block),
+    /// resume points are built, the nearest one at or below `lo`. The
+    /// stages ([`probe_keys`](Self::probe_keys),
+    /// [`probe_block`](Self::probe_block),
     /// [`probe_touch`](Self::probe_touch),
     /// [`probe_start_at`](Self::probe_start_at)) each start the memory
     /// reads the next one needs; a caller probing several tables runs each
@@ -169,16 +170,27 @@ impl TableState {
     /// instead of queuing.
     #[inline]
     pub fn probe_start(&self, lo: u64, hi: u64) -> ProbeStart {
-        let block = self.probe_block(lo);
+        let keys = self.probe_keys(lo);
+        let block = self.probe_block(keys, lo);
         self.probe_touch(block);
         self.probe_start_at(block, lo, hi)
     }
 
-    /// Stage 1 of a probe: the block holding `lo`'s place; asks the
-    /// processor for that block's slot.
+    /// Stage 0 of a probe: the range of block keys to search for `lo`
+    /// (from the directory); asks the processor for those keys.
     #[inline]
-    pub fn probe_block(&self, lo: u64) -> usize {
-        let block = self.directory.locate(&self.keys, lo).unwrap_or(0);
+    pub fn probe_keys(&self, lo: u64) -> std::ops::Range<usize> {
+        let range = self.directory.range(lo);
+        let end = range.end.min(self.keys.len());
+        prefetch(self.keys.get(range.start.min(end)..end).unwrap_or_default());
+        range
+    }
+
+    /// Stage 1: the block holding `lo`'s place, searched within `keys`
+    /// (from stage 0); asks the processor for that block's slot.
+    #[inline]
+    pub fn probe_block(&self, keys: std::ops::Range<usize>, lo: u64) -> usize {
+        let block = index::locate_within(&self.keys, keys, lo).unwrap_or(0);
         if let Some(slot) = self.blocks.get(block) {
             prefetch(std::slice::from_ref(slot));
         }
