@@ -67,6 +67,13 @@ def run(cmd, data=b""):
     return out.stdout, elapsed
 
 
+def peak_rss_mb(cmd, data=b""):
+    """Peak resident set of one run of `cmd`, in MB (GNU time's %M)."""
+    out = subprocess.run(["/usr/bin/time", "-f", "%M"] + cmd, input=data,
+                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, check=False)
+    return int(out.stderr.decode().split()[-1]) / 1024
+
+
 def as_bytes(values):
     # FAISS binary vectors: 8 bytes per code; the bit order does not matter
     # for Hamming distance as long as queries use the same one.
@@ -114,6 +121,10 @@ def main():
               f"{stats['prefix_bits']}-bit prefixes; {per_table:.3f} B/fp/table (bound {bound:.3f}); "
               f"{stats['bytes_on_disk'] / n:.2f} B/fp on disk in all")
         print(f"simstore: process start + open {t_open * 1000:.0f} ms")
+        if os.path.exists("/usr/bin/time"):
+            rss = peak_rss_mb([a.bin, "query", d, "--max-distance", str(k)], qlines)
+            print(f"simstore query: peak RSS {rss:,.0f} MB, {rss * 2**20 / stats['table_bytes']:.2f}x the "
+                  f"tables' {stats['table_bytes'] / 2**20:,.0f} MB")
 
         def rate(t):
             return nq / max(t - t_open, 1e-9)

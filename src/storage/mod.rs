@@ -163,7 +163,11 @@ impl Db {
         from: &[u8],
         mut visit: impl FnMut(&[u8], &[u8]) -> Result<bool>,
     ) -> Result<()> {
-        let mut it = self.db.raw_iterator_cf(family);
+        // Scans load whole families into memory once (or verify them):
+        // caching their blocks would only evict the ones lookups use.
+        let mut read = rocksdb::ReadOptions::default();
+        read.fill_cache(false);
+        let mut it = self.db.raw_iterator_cf_opt(family, read);
         it.seek(from);
         while it.valid() {
             let (Some(k), Some(v)) = (it.key(), it.value()) else {
