@@ -317,6 +317,7 @@ pub fn run(
     let store = Store::open(&path, &Options::new().manual_compaction(true))?;
     let clean = started.elapsed();
     drop(store);
+    super::cold::run(&path, &qs, k, out)?;
     let pending_dir = tempfile::tempdir()?;
     let pending_path = pending_dir.path().join("p");
     let store = Store::create(&pending_path, &options)?;

@@ -2,6 +2,7 @@
 //! output formats are a stable contract: change them only by adding.
 
 mod bench;
+mod cold;
 mod dedup;
 mod demo;
 mod docs;
