@@ -192,11 +192,13 @@ fn load(dir: &Path, db: Db, manifest: Manifest, options: &Options) -> Result<Sha
         ));
     }
 
-    let mut pending = Pending::new(tables);
+    let mut pending_fps = Vec::new();
     db.scan(db.family(keys::PENDING_FAMILY)?, &[], |k, _| {
-        pending.insert(&plan, fingerprint_key(keys::PENDING_FAMILY, k)?);
+        pending_fps.push(fingerprint_key(keys::PENDING_FAMILY, k)?);
         Ok(true)
     })?;
+    let pending = Pending::from_fingerprints(&plan, &pending_fps);
+    drop(pending_fps);
     let mut tombstones = HashSet::new();
     db.scan(db.family(keys::TOMBSTONES_FAMILY)?, &[], |k, _| {
         tombstones.insert(fingerprint_key(keys::TOMBSTONES_FAMILY, k)?);

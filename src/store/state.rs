@@ -28,6 +28,22 @@ impl Pending {
         }
     }
 
+    /// The set holding `fps` (distinct), built per table from sorted
+    /// runs rather than by one insertion per fingerprint per table.
+    pub fn from_fingerprints(plan: &Plan, fps: &[u64]) -> Self {
+        let per_table = plan
+            .tables()
+            .iter()
+            .map(|spec| {
+                let mut permuted: Vec<u64> =
+                    fps.iter().map(|&fp| spec.permutation.apply(fp)).collect();
+                permuted.sort_unstable();
+                permuted.into_iter().collect()
+            })
+            .collect();
+        Self { per_table }
+    }
+
     /// Number of pending fingerprints.
     pub fn len(&self) -> usize {
         self.per_table.first().map_or(0, BTreeSet::len)
