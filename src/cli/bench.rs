@@ -109,6 +109,28 @@ fn incremental(options: &Options, out: &mut impl Write) -> Result<(), Failure> {
     Ok(())
 }
 
+/// `size` distinct fingerprints, near-duplicate heavy: a tenth are
+/// originals, every other one is an original with one to three bits
+/// flipped (as mirrored and templated pages give a crawler).
+fn clustered_fingerprints(size: usize, rng: &mut Rng) -> Vec<u64> {
+    let originals = (size / 10).max(1);
+    let mut seen = std::collections::HashSet::with_capacity(size);
+    let mut out = Vec::with_capacity(size);
+    while out.len() < size {
+        let fp = if out.len() < originals {
+            rng.next()
+        } else {
+            let r = rng.next();
+            let base: u64 = out[(r % originals as u64) as usize];
+            (0..1 + (r >> 62) % 3).fold(base, |fp, i| fp ^ (1u64 << ((r >> (8 * i + 8)) & 63)))
+        };
+        if seen.insert(fp) {
+            out.push(fp);
+        }
+    }
+    out
+}
+
 fn rate(n: usize, d: Duration) -> f64 {
     n as f64 / d.as_secs_f64().max(1e-9)
 }
@@ -120,11 +142,17 @@ pub fn run(
     k: u32,
     tables: Option<u32>,
     queries_only: bool,
+    clustered: bool,
     out: &mut impl Write,
 ) -> Result<(), Failure> {
     let dir = tempfile::tempdir()?;
     let mut rng = Rng(42);
-    let fps: Vec<u64> = (0..size).map(|_| rng.next()).collect();
+    let fps: Vec<u64> = if clustered {
+        clustered_fingerprints(size, &mut rng)
+    } else {
+        (0..size).map(|_| rng.next()).collect()
+    };
+    let kind = if clustered { "clustered" } else { "uniform" };
     let mut options = Options::new()
         .expected_size(size as u64)
         .durability(Durability::Buffered)
@@ -136,7 +164,7 @@ pub fn run(
     let plan = store.plan().clone();
     writeln!(
         out,
-        "bench: N = {size} uniform, k = {k}, {} tables, prefixes {:?}, 1 thread unless stated, warm",
+        "bench: N = {size} {kind}, k = {k}, {} tables, prefixes {:?}, 1 thread unless stated, warm",
         plan.tables().len(),
         plan.tables()
             .iter()

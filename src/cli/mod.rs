@@ -161,6 +161,10 @@ enum Command {
         /// ingest and the open/recovery timings).
         #[arg(long)]
         queries_only: bool,
+        /// Near-duplicate heavy data (a tenth originals, the rest within
+        /// three bits of one) instead of uniform.
+        #[arg(long)]
+        clustered: bool,
     },
     /// Crash-test child: concurrent inserts, deletes and compactions,
     /// announcing and acknowledging each operation on stdout.
@@ -455,7 +459,16 @@ fn dispatch(command: Command) -> Result<(), Failure> {
             k,
             tables,
             queries_only,
-        } => bench::run(size, queries, k, tables, queries_only, &mut stdout.lock())?,
+            clustered,
+        } => bench::run(
+            size,
+            queries,
+            k,
+            tables,
+            queries_only,
+            clustered,
+            &mut stdout.lock(),
+        )?,
         Command::Workload {
             dir,
             durability,
