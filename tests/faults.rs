@@ -28,27 +28,9 @@ fn limited(kib: u64, args: &[&str]) -> Command {
 }
 
 fn query_present(dir: &str, fps: &[u64]) -> Vec<bool> {
-    let mut child = Command::new(bin())
-        .args(["query", dir, "--max-distance", "0"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let input: String = fps.iter().map(|f| format!("{f:016x}\n")).collect();
-    let mut stdin = child.stdin.take().unwrap();
-    let writer = std::thread::spawn(move || stdin.write_all(input.as_bytes()).unwrap());
-    let out = child.wait_with_output().unwrap();
-    writer.join().unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout)
-        .unwrap()
-        .lines()
-        .map(|l| !l.ends_with("\"matches\":[]}"))
-        .collect()
+    let mut query = Command::new(bin());
+    query.args(["query", dir, "--max-distance", "0"]);
+    common::present_by(query, fps)
 }
 
 #[test]

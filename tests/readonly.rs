@@ -56,26 +56,7 @@ fn chmod(path: &Path, mode: u32) {
 }
 
 fn present(bin: &Path, dir: &str, fps: &[u64]) -> Vec<bool> {
-    let mut child = as_nobody(bin, &["query", dir, "--max-distance", "0"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let input: String = fps.iter().map(|f| format!("{f:016x}\n")).collect();
-    let mut stdin = child.stdin.take().unwrap();
-    let writer = std::thread::spawn(move || stdin.write_all(input.as_bytes()).unwrap());
-    let out = child.wait_with_output().unwrap();
-    writer.join().unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout)
-        .unwrap()
-        .lines()
-        .map(|l| !l.ends_with("\"matches\":[]}"))
-        .collect()
+    common::present_by(as_nobody(bin, &["query", dir, "--max-distance", "0"]), fps)
 }
 
 #[test]

@@ -273,14 +273,7 @@ impl TableState {
                 break;
             }
             let (view, code) = self.view(j)?;
-            let point = if j == start.block {
-                start.point.or_else(|| {
-                    let points = self.blocks[j].marks.get(&view, code)?;
-                    point_at(points, lo)
-                })
-            } else {
-                None
-            };
+            let point = self.first_point(j, &view, code, start, lo);
             match self.scan_block(j, &view, code, point, lo, hi, &mut visit)? {
                 Visit::Exhausted => {}
                 Visit::PastEnd => return Ok(false),
@@ -331,14 +324,7 @@ impl TableState {
                     }
                 }
                 None => {
-                    let point = if first_block {
-                        start.point.or_else(|| {
-                            let points = self.blocks[j].marks.get(&view, code)?;
-                            point_at(points, lo)
-                        })
-                    } else {
-                        None
-                    };
+                    let point = self.first_point(j, &view, code, start, lo);
                     self.scan_block(j, &view, code, point, lo, hi, &mut visit)?
                 }
             };
@@ -349,6 +335,26 @@ impl TableState {
             }
         }
         Ok(false)
+    }
+
+    /// Where an in-order scan of block `j` starts decoding: in the probe's
+    /// first block, the resume point at or below `lo` (found by the probe,
+    /// or now, counting this read towards building the block's points);
+    /// elsewhere the block's start.
+    fn first_point(
+        &self,
+        j: usize,
+        view: &BlockView<'_>,
+        code: &Code,
+        start: ProbeStart,
+        lo: u64,
+    ) -> Option<ResumePoint> {
+        if j != start.block {
+            return None;
+        }
+        start
+            .point
+            .or_else(|| point_at(self.blocks[j].marks.get(view, code)?, lo))
     }
 
     /// Visits `lo..=hi` within block `j` in order, decoding from `point`

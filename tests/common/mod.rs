@@ -207,3 +207,30 @@ pub fn workload(
     .stdout(std::process::Stdio::piped());
     c
 }
+
+/// Runs a prepared `simstore query ... --max-distance 0` command over
+/// `fps` and says, for each, whether the store holds it.
+pub fn present_by(mut query: std::process::Command, fps: &[u64]) -> Vec<bool> {
+    use std::io::Write;
+    use std::process::Stdio;
+    let mut child = query
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let input: String = fps.iter().map(|f| format!("{f:016x}\n")).collect();
+    let mut stdin = child.stdin.take().unwrap();
+    let writer = std::thread::spawn(move || stdin.write_all(input.as_bytes()).unwrap());
+    let out = child.wait_with_output().unwrap();
+    writer.join().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| !l.ends_with("\"matches\":[]}"))
+        .collect()
+}
