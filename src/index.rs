@@ -140,6 +140,7 @@ mod tests {
         clustered.push(1 << 40);
         clustered.sort_unstable();
         for keys in [&uniform[..], &clustered[..], &[42][..], &[][..]] {
+            let dir = Directory::new(keys);
             for t in keys
                 .iter()
                 .flat_map(|&k| [k, k.wrapping_sub(1), k.wrapping_add(1)])

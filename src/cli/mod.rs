@@ -165,6 +165,10 @@ enum Command {
         /// three bits of one) instead of uniform.
         #[arg(long)]
         clustered: bool,
+        /// Leave out the uncompressed in-memory baseline (8 bytes per
+        /// fingerprint per table of extra memory) and its ratios.
+        #[arg(long)]
+        without_uncompressed: bool,
     },
     /// Crash-test child: concurrent inserts, deletes and compactions,
     /// announcing and acknowledging each operation on stdout.
@@ -460,13 +464,17 @@ fn dispatch(command: Command) -> Result<(), Failure> {
             tables,
             queries_only,
             clustered,
+            without_uncompressed,
         } => bench::run(
-            size,
-            queries,
-            k,
-            tables,
-            queries_only,
-            clustered,
+            &bench::Config {
+                size,
+                queries,
+                k,
+                tables,
+                queries_only,
+                clustered,
+                without_uncompressed,
+            },
             &mut stdout.lock(),
         )?,
         Command::Workload {

@@ -293,4 +293,39 @@ mod tests {
         fn check<T: Send + Sync>() {}
         check::<super::Store>();
     }
+
+    /// Batches far smaller than the tables (answered query by query) and
+    /// far larger (one sorted pass) both equal the single-query answers.
+    #[test]
+    fn small_and_large_batches_agree_with_single_queries() {
+        use super::{Options, Store};
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::create(
+            dir.path().join("s"),
+            &Options::new().block_size(64).manual_compaction(true),
+        )
+        .unwrap();
+        let mut x = 9u64;
+        let mut next = || {
+            x = x
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            x ^ (x >> 29)
+        };
+        let fps: Vec<u64> = (0..3000).map(|_| next()).collect();
+        store
+            .insert_batch(&fps.iter().map(|&f| (f, 1)).collect::<Vec<_>>())
+            .unwrap();
+        store.compact().unwrap();
+        let blocks = store.stats().blocks as usize / store.plan().tables().len();
+        let queries: Vec<u64> = (0..4 * blocks)
+            .map(|i| fps[i % fps.len()] ^ (1 << (i % 64)) ^ next() % 2)
+            .collect();
+        for n in [3, blocks / 2, 4 * blocks] {
+            let batch = store.query_batch(&queries[..n], 3).unwrap();
+            for (q, got) in queries[..n].iter().zip(batch) {
+                assert_eq!(got, store.query(*q, 3).unwrap(), "batch of {n}");
+            }
+        }
+    }
 }

@@ -226,6 +226,18 @@ pub(crate) fn query_batch(shared: &Shared, fps: &[u64], k: u32) -> Result<Vec<Ve
         } else {
             1
         };
+        // Sorting pays off when the chunk is large next to the tables:
+        // each block is then decoded once for many queries. A smaller
+        // chunk would decode whole blocks for a query or two each, so its
+        // queries are answered one by one.
+        let blocks = {
+            let state = shared.state.read();
+            probe.first().map_or(0, |&t| state.tables[t].keys().len())
+        };
+        if chunk.len() < SORTED_MIN_PER_BLOCK * blocks {
+            results.extend(query_each(shared, probe, chunk, k, threads)?);
+            continue;
+        }
         if threads == 1 {
             let (found, has_ids) = {
                 let state = shared.state.read();
@@ -278,6 +290,47 @@ pub(crate) fn query_batch(shared: &Shared, fps: &[u64], k: u32) -> Result<Vec<Ve
         results.extend(finished.into_iter().flatten());
     }
     Ok(results)
+}
+
+/// Queries per block of a table below which a batch chunk is answered
+/// query by query rather than by one sorted pass over the tables.
+const SORTED_MIN_PER_BLOCK: usize = 2;
+
+/// Answers `chunk` query by query, spread over `threads` threads, each
+/// share under one read-lock acquisition.
+fn query_each(
+    shared: &Shared,
+    probe: &[usize],
+    chunk: &[u64],
+    k: u32,
+    threads: usize,
+) -> Result<Vec<Vec<Match>>> {
+    let answer = |part: &[u64]| -> Result<Vec<Vec<Match>>> {
+        let (found, has_ids) = {
+            let state = shared.state.read();
+            let found = part
+                .iter()
+                .map(|&fp| collect(shared, &state, probe, fp, k, false))
+                .collect::<Result<Vec<_>>>()?;
+            (found, state.ids > 0)
+        };
+        found
+            .into_iter()
+            .map(|f| finish(shared, f, has_ids))
+            .collect()
+    };
+    if threads <= 1 {
+        return answer(chunk);
+    }
+    let per = chunk.len().div_ceil(threads).max(1);
+    let parts = std::thread::scope(|scope| {
+        let handles: Vec<_> = chunk
+            .chunks(per)
+            .map(|part| scope.spawn(move || answer(part)))
+            .collect();
+        join_all(handles)
+    })?;
+    Ok(parts.into_iter().flatten().collect())
 }
 
 /// Joins scoped threads in order, re-raising a panic and returning the
