@@ -147,7 +147,6 @@ mod tests {
                 .chain([0, u64::MAX, 1 << 39])
             {
                 assert_eq!(locate(keys, t), reference(keys, t), "target {t}");
-                let dir = Directory::new(keys);
                 assert_eq!(
                     dir.locate(keys, t),
                     reference(keys, t),

@@ -319,7 +319,7 @@ mod tests {
         store.compact().unwrap();
         let blocks = store.stats().blocks as usize / store.plan().tables().len();
         let queries: Vec<u64> = (0..4 * blocks)
-            .map(|i| fps[i % fps.len()] ^ (1 << (i % 64)) ^ next() % 2)
+            .map(|i| fps[i % fps.len()] ^ (1 << (i % 64)) ^ (next() % 2))
             .collect();
         for n in [3, blocks / 2, 4 * blocks] {
             let batch = store.query_batch(&queries[..n], 3).unwrap();
