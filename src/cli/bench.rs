@@ -136,20 +136,31 @@ fn rate(n: usize, d: Duration) -> f64 {
 }
 
 /// What `simstore bench` measures (its command-line options).
+#[derive(Debug, clap::Args)]
 pub struct Config {
-    /// Stored fingerprints.
+    /// Number of stored fingerprints.
+    #[arg(long, default_value_t = 1_000_000)]
     pub size: usize,
-    /// Queries per pass.
+    /// Number of queries (half near a stored fingerprint, half random).
+    #[arg(long, default_value_t = 200_000)]
     pub queries: usize,
     /// Query distance.
+    #[arg(long, default_value_t = 3)]
     pub k: u32,
-    /// Exact table count, overriding the planner.
+    /// Exact number of tables, overriding the planner.
+    #[arg(long)]
     pub tables: Option<u32>,
-    /// Skip incremental ingest and the open/recovery timings.
+    /// Measure only the bulk load, space and queries (skip incremental
+    /// ingest and the open/recovery timings).
+    #[arg(long)]
     pub queries_only: bool,
-    /// Near-duplicate heavy data instead of uniform.
+    /// Near-duplicate heavy data (a tenth originals, the rest within
+    /// three bits of one) instead of uniform.
+    #[arg(long)]
     pub clustered: bool,
-    /// Leave out the uncompressed baseline.
+    /// Leave out the uncompressed in-memory baseline (8 bytes per
+    /// fingerprint per table of extra memory) and its ratios.
+    #[arg(long)]
     pub without_uncompressed: bool,
 }
 

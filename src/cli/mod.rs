@@ -144,32 +144,7 @@ enum Command {
         html: bool,
     },
     /// Measure ingest, space and query rates against in-run baselines.
-    Bench {
-        /// Number of stored fingerprints (uniform).
-        #[arg(long, default_value_t = 1_000_000)]
-        size: usize,
-        /// Number of queries (half near a stored fingerprint, half random).
-        #[arg(long, default_value_t = 200_000)]
-        queries: usize,
-        /// Query distance.
-        #[arg(long, default_value_t = 3)]
-        k: u32,
-        /// Exact number of tables, overriding the planner.
-        #[arg(long)]
-        tables: Option<u32>,
-        /// Measure only the bulk load, space and queries (skip incremental
-        /// ingest and the open/recovery timings).
-        #[arg(long)]
-        queries_only: bool,
-        /// Near-duplicate heavy data (a tenth originals, the rest within
-        /// three bits of one) instead of uniform.
-        #[arg(long)]
-        clustered: bool,
-        /// Leave out the uncompressed in-memory baseline (8 bytes per
-        /// fingerprint per table of extra memory) and its ratios.
-        #[arg(long)]
-        without_uncompressed: bool,
-    },
+    Bench(bench::Config),
     /// Crash-test child: concurrent inserts, deletes and compactions,
     /// announcing and acknowledging each operation on stdout.
     #[command(hide = true)]
@@ -457,26 +432,7 @@ fn dispatch(command: Command) -> Result<(), Failure> {
                 &mut stdout.lock(),
             )?;
         }
-        Command::Bench {
-            size,
-            queries,
-            k,
-            tables,
-            queries_only,
-            clustered,
-            without_uncompressed,
-        } => bench::run(
-            &bench::Config {
-                size,
-                queries,
-                k,
-                tables,
-                queries_only,
-                clustered,
-                without_uncompressed,
-            },
-            &mut stdout.lock(),
-        )?,
+        Command::Bench(config) => bench::run(&config, &mut stdout.lock())?,
         Command::Workload {
             dir,
             durability,
