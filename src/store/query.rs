@@ -90,34 +90,47 @@ fn collect_portable(
     first: bool,
 ) -> Result<Vec<(u64, u32)>> {
     let mut found = Vec::new();
-    // Find every table's key range, then its first block, then touch each,
-    // then find each
-    // resume point, before decoding any: each stage's cache misses overlap
-    // across the tables.
-    let ranges: Vec<(u64, u64, u64, std::ops::Range<usize>)> = probe
+    // Each probing stage (the block keys to search, the block, its slot
+    // and resume points, the bytes to decode) runs for every table before
+    // the next stage, so the tables' cache misses of a stage overlap
+    // (merging two stages' loops measurably loses that overlap).
+    let mut probes: Vec<Probe> = probe
         .iter()
         .map(|&t| {
-            let spec = &shared.plan.tables()[t];
-            let q = spec.permutation.apply(fp);
-            let (lo, hi) = spec.prefix_range(q);
-            (q, lo, hi, state.tables[t].probe_keys(lo))
+            let q = shared.plan.tables()[t].permutation.apply(fp);
+            let (lo, hi) = shared.plan.tables()[t].prefix_range(q);
+            let keys = state.tables[t].probe_keys(lo);
+            Probe {
+                t,
+                q,
+                lo,
+                hi,
+                keys,
+                block: 0,
+                start: None,
+            }
         })
         .collect();
-    let located: Vec<(u64, u64, u64, usize)> = probe
-        .iter()
-        .zip(ranges)
-        .map(|(&t, (q, lo, hi, keys))| (q, lo, hi, state.tables[t].probe_block(keys, lo)))
-        .collect();
-    for (&t, &(.., block)) in probe.iter().zip(&located) {
-        state.tables[t].probe_touch(block);
+    for p in &mut probes {
+        p.block = state.tables[p.t].probe_block(p.keys.clone(), p.lo);
     }
-    let starts: Vec<(u64, u64, u64, ProbeStart)> = probe
-        .iter()
-        .zip(located)
-        .map(|(&t, (q, lo, hi, block))| (q, lo, hi, state.tables[t].probe_start_at(block, lo, hi)))
-        .collect();
-    for (&t, &(q, lo, hi, start)) in probe.iter().zip(&starts) {
+    for p in &probes {
+        state.tables[p.t].probe_touch(p.block);
+    }
+    for p in &mut probes {
+        p.start = Some(state.tables[p.t].probe_start_at(p.block, p.lo, p.hi));
+    }
+    for &Probe {
+        t,
+        q,
+        lo,
+        hi,
+        start,
+        ..
+    } in &probes
+    {
         let spec = &shared.plan.tables()[t];
+        let Some(start) = start else { continue };
         for p in state.pending.range(t, lo, hi) {
             let d = (p ^ q).count_ones();
             if d <= k {
@@ -138,6 +151,17 @@ fn collect_portable(
         }
     }
     Ok(found)
+}
+
+/// One table's probe of a query, filled in stage by stage.
+struct Probe {
+    t: usize,
+    q: u64,
+    lo: u64,
+    hi: u64,
+    keys: std::ops::Range<usize>,
+    block: usize,
+    start: Option<ProbeStart>,
 }
 
 /// Records the permuted fingerprint `p` at distance `d` unless it is
