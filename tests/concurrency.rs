@@ -171,3 +171,57 @@ fn concurrent_sync_writers_lose_nothing() {
     }
     assert_eq!(store.stats().fingerprints, 320);
 }
+
+/// Many callers racing single-op requests through group commit: each
+/// gets its own request's outcome (a fingerprint is new for exactly one
+/// of the callers that insert it, and its removal reported to exactly
+/// one of those that delete it), in both durability modes.
+#[test]
+fn racing_single_op_callers_each_get_their_own_outcome() {
+    use simstore::{Durability, Op};
+    for durability in [Durability::Buffered, Durability::Sync] {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::create(
+            dir.path().join("s"),
+            &Options::new()
+                .durability(durability)
+                .manual_compaction(true),
+        )
+        .unwrap();
+        let fps: Vec<u64> = (0..150u64)
+            .map(|i| i.wrapping_mul(0x9e37_79b9_7f4a_7c15))
+            .collect();
+        let callers = 24;
+        let tally = |op: fn(u64) -> Op| -> Vec<usize> {
+            let wins: Vec<Vec<usize>> = std::thread::scope(|scope| {
+                let handles: Vec<_> = (0..callers)
+                    .map(|c| {
+                        let (store, fps) = (&store, &fps);
+                        scope.spawn(move || {
+                            // Every caller walks the list from its own place.
+                            (0..fps.len())
+                                .map(|i| (i + c * 7) % fps.len())
+                                .filter(|&i| store.apply(vec![op(fps[i])]).unwrap()[0])
+                                .collect()
+                        })
+                    })
+                    .collect();
+                handles.into_iter().map(|h| h.join().unwrap()).collect()
+            });
+            let mut per_fp = vec![0; fps.len()];
+            for i in wins.into_iter().flatten() {
+                per_fp[i] += 1;
+            }
+            per_fp
+        };
+        let inserted = tally(|fingerprint| Op::Insert {
+            fingerprint,
+            id: None,
+        });
+        assert_eq!(inserted, vec![1; fps.len()], "{durability:?} inserts");
+        assert_eq!(store.stats().fingerprints, fps.len() as u64);
+        let removed = tally(|fingerprint| Op::DeleteFingerprint { fingerprint });
+        assert_eq!(removed, vec![1; fps.len()], "{durability:?} deletes");
+        assert_eq!(store.stats().fingerprints, 0);
+    }
+}

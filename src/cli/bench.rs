@@ -52,7 +52,9 @@ impl Uncompressed {
 }
 
 /// Incremental ingest into a fresh store with the bench's plan: batches
-/// of 1,000 from one thread and of one from four threads (group commit),
+/// of 1,000 from one thread, of one from 4 and from 64 threads and of 16
+/// from 16 threads (group commit: concurrent requests share one write
+/// and, in sync mode, one fsync),
 /// in both durability modes, with background compaction running, for ten
 /// times the merge threshold or a few seconds, whichever ends first.
 fn incremental(options: &Options, out: &mut impl Write) -> Result<(), Failure> {
@@ -60,7 +62,7 @@ fn incremental(options: &Options, out: &mut impl Write) -> Result<(), Failure> {
     // (it grows as 1/64 of the stored count past 4.2M).
     let threshold = simstore::store::DEFAULT_MIN_MERGE_THRESHOLD;
     for durability in [Durability::Buffered, Durability::Sync] {
-        for (threads, batch) in [(1usize, 1000usize), (4, 1)] {
+        for (threads, batch) in [(1usize, 1000usize), (4, 1), (64, 1), (16, 16)] {
             let dir = tempfile::tempdir()?;
             let store = Store::create(
                 dir.path().join("s"),

@@ -12,6 +12,7 @@ use parking_lot::{Condvar, Mutex, RwLock};
 use super::options::{Options, DEFAULT_BLOCK_SIZE, DEFAULT_EXPECTED_SIZE, DEFAULT_MAX_DISTANCE};
 use super::shared::Shared;
 use super::state::{Pending, State};
+use super::write::Queue;
 use crate::error::{Error, Location, Result};
 use crate::format::manifest::{Manifest, ManifestError};
 use crate::format::{keys, records, FORMAT_VERSION};
@@ -247,7 +248,7 @@ fn load(dir: &Path, db: Db, manifest: Manifest, options: &Options) -> Result<Sha
         options: options.clone(),
         state: RwLock::new(state),
         commit: Mutex::new(()),
-        queue: Mutex::new(Vec::new()),
+        queue: Mutex::new(Queue::default()),
         compaction: Mutex::new(()),
         compaction_error: Mutex::new(None),
         wake: (Mutex::new(false), Condvar::new()),

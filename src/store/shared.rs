@@ -3,7 +3,6 @@
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::Arc;
 
 use parking_lot::{Condvar, Mutex, RwLock};
 
@@ -11,7 +10,7 @@ use super::options::{
     Durability, Options, BUFFERED_SYNC_INTERVAL, DEFAULT_MIN_MERGE_THRESHOLD, MERGE_FRACTION,
 };
 use super::state::State;
-use super::write::Request;
+use super::write::Queue;
 use crate::error::{Error, Result};
 use crate::format::keys;
 use crate::format::records::{self, Counters};
@@ -32,8 +31,8 @@ pub(crate) struct Shared {
     /// The commit lock: its holder is the only writer of `state` and of the
     /// database.
     pub commit: Mutex<()>,
-    /// Requests waiting to be committed.
-    pub queue: Mutex<Vec<Arc<Request>>>,
+    /// Requests waiting to be committed, and whether a caller leads.
+    pub queue: Mutex<Queue>,
     /// Serialises compactions.
     pub compaction: Mutex<()>,
     /// Set when a background compaction failed; its message.

@@ -1,12 +1,12 @@
 //! Inserts and deletes: each call is one request; concurrent requests are
-//! committed together by whichever writer holds the commit lock (group
-//! commit), as one atomic RocksDB write batch and, in sync mode, one fsync.
+//! committed together by one leader among their callers (group commit),
+//! as one atomic RocksDB write batch and, in sync mode, one fsync.
 
 use std::collections::btree_map::Entry;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
 
-use parking_lot::Mutex;
+use parking_lot::{Condvar, Mutex};
 
 use super::shared::Shared;
 use crate::error::{Error, Result};
@@ -37,45 +37,142 @@ pub enum Op {
     },
 }
 
-/// A request waiting for the commit lock.
+/// One caller's changes, waiting for a leader to commit them.
 pub(crate) struct Request {
     ops: Vec<Op>,
-    outcome: Mutex<Option<Result<Vec<bool>>>>,
+    turn: Mutex<Turn>,
+    wake: Condvar,
+}
+
+/// Where a waiting request stands.
+enum Turn {
+    /// Queued behind the current leader.
+    Waiting,
+    /// Handed the lead: commit the queue, this request included.
+    Lead,
+    /// Committed (or failed) by a leader.
+    Done(Result<Vec<bool>>),
+}
+
+/// Requests waiting for the leader, and whether there is one.
+#[derive(Default)]
+pub(crate) struct Queue {
+    waiting: VecDeque<Arc<Request>>,
+    leading: bool,
 }
 
 /// Submits `ops` and returns, per op, whether it changed the store
 /// (a new fingerprint or id; something removed).
+///
+/// Group commit: the first caller to find no leader leads; callers that
+/// arrive while it commits queue up and sleep, each on its own request.
+/// The leader commits everything queued as one group, wakes each caller
+/// with its outcome and hands the lead to one still queued. No caller
+/// waits on a lock another caller holds through an fsync, so the group
+/// grows with the number of concurrent callers.
 pub(crate) fn submit(shared: &Shared, ops: Vec<Op>) -> Result<Vec<bool>> {
     if ops.is_empty() {
         return Ok(Vec::new());
     }
     let request = Arc::new(Request {
         ops,
-        outcome: Mutex::new(None),
+        turn: Mutex::new(Turn::Waiting),
+        wake: Condvar::new(),
     });
-    shared.queue.lock().push(Arc::clone(&request));
-    {
-        let _leader = shared.commit.lock();
-        if request.outcome.lock().is_none() {
-            let group = std::mem::take(&mut *shared.queue.lock());
-            match commit_group(shared, &group) {
-                Ok(outcomes) => {
-                    for (r, o) in group.iter().zip(outcomes) {
-                        *r.outcome.lock() = Some(Ok(o));
-                    }
-                }
-                Err(e) => {
-                    for r in &group {
-                        *r.outcome.lock() = Some(Err(e.replicate()));
-                    }
-                    *request.outcome.lock() = Some(Err(e));
-                }
+    let lead = {
+        let mut queue = shared.queue.lock();
+        if queue.leading {
+            queue.waiting.push_back(Arc::clone(&request));
+        }
+        !std::mem::replace(&mut queue.leading, true)
+    };
+    let outcome = if lead { None } else { request.wait() };
+    let outcome = match outcome {
+        Some(outcome) => outcome,
+        None => lead_group(shared, request),
+    };
+    shared.maybe_wake_compactor();
+    outcome
+}
+
+impl Request {
+    /// Sleeps until a leader commits this request (`Some(outcome)`) or
+    /// hands it the lead (`None`).
+    fn wait(&self) -> Option<Result<Vec<bool>>> {
+        let mut turn = self.turn.lock();
+        loop {
+            match std::mem::replace(&mut *turn, Turn::Waiting) {
+                Turn::Waiting => self.wake.wait(&mut turn),
+                Turn::Lead => return None,
+                Turn::Done(outcome) => return Some(outcome),
             }
         }
     }
-    shared.maybe_wake_compactor();
-    let outcome = request.outcome.lock().take();
-    outcome.unwrap_or(Err(Error::Poisoned))
+
+    /// Wakes the caller with `turn`.
+    fn settle(&self, turn: Turn) {
+        *self.turn.lock() = turn;
+        self.wake.notify_one();
+    }
+}
+
+/// Commits `own` with every queued request, as one group, and returns
+/// `own`'s outcome.
+fn lead_group(shared: &Shared, own: Arc<Request>) -> Result<Vec<bool>> {
+    let mut group: Vec<Arc<Request>> = shared.queue.lock().waiting.drain(..).collect();
+    group.push(own);
+    let mut lead = Leadership {
+        shared,
+        group,
+        settled: false,
+    };
+    let outcomes = {
+        let _leader = shared.commit.lock();
+        commit_group(shared, &lead.group)
+    };
+    let others = &lead.group[..lead.group.len() - 1];
+    let mine = match outcomes {
+        Ok(mut outcomes) => {
+            let mine = outcomes.pop().unwrap_or_default();
+            for (r, o) in others.iter().zip(outcomes) {
+                r.settle(Turn::Done(Ok(o)));
+            }
+            Ok(mine)
+        }
+        Err(e) => {
+            for r in others {
+                r.settle(Turn::Done(Err(e.replicate())));
+            }
+            Err(e)
+        }
+    };
+    lead.settled = true;
+    mine
+}
+
+/// The lead of one group. Dropping it hands the lead on to a queued
+/// request, or gives it up when none is queued; if the leader unwound
+/// before settling its group, the group's callers get
+/// [`Error::Poisoned`] instead of sleeping forever.
+struct Leadership<'a> {
+    shared: &'a Shared,
+    group: Vec<Arc<Request>>,
+    settled: bool,
+}
+
+impl Drop for Leadership<'_> {
+    fn drop(&mut self) {
+        if !self.settled {
+            for r in self.group.iter().rev().skip(1) {
+                r.settle(Turn::Done(Err(Error::Poisoned)));
+            }
+        }
+        let mut queue = self.shared.queue.lock();
+        match queue.waiting.pop_front() {
+            Some(next) => next.settle(Turn::Lead),
+            None => queue.leading = false,
+        }
+    }
 }
 
 /// A fingerprint's placement, before and after the group.
