@@ -71,15 +71,7 @@ fn file_size_limit_while_adding_and_compacting() {
             std::thread::sleep(std::time::Duration::from_millis(3));
         }
     });
-    let mut acked = 0usize;
-    for line in BufReader::new(child.stdout.take().unwrap()).lines() {
-        acked = line
-            .unwrap()
-            .strip_prefix("acked ")
-            .unwrap()
-            .parse()
-            .unwrap();
-    }
+    let acked = common::last_ack(BufReader::new(child.stdout.take().unwrap()).lines(), 0);
     let status = child.wait().unwrap();
     writer.join().unwrap();
     let mut stderr = String::new();

@@ -102,8 +102,7 @@ fn directory_made_read_only_under_a_running_add() {
         stdin.write_all(text.as_bytes()).unwrap();
         let target = acked + piece.len();
         while acked < target {
-            let line = acks.next().unwrap().unwrap();
-            acked = line.strip_prefix("acked ").unwrap().parse().unwrap();
+            acked = common::ack_count(acks.next().unwrap());
         }
     }
     assert_eq!(acked, 1000);
@@ -120,14 +119,7 @@ fn directory_made_read_only_under_a_running_add() {
     let writer = std::thread::spawn(move || {
         let _ = stdin.write_all(rest.as_bytes());
     });
-    for line in acks {
-        acked = line
-            .unwrap()
-            .strip_prefix("acked ")
-            .unwrap()
-            .parse()
-            .unwrap();
-    }
+    acked = common::last_ack(acks, acked);
     let status = child.wait().unwrap();
     writer.join().unwrap();
     let mut stderr = String::new();

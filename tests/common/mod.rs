@@ -234,3 +234,18 @@ pub fn present_by(mut query: std::process::Command, fps: &[u64]) -> Vec<bool> {
         .map(|l| !l.ends_with("\"matches\":[]}"))
         .collect()
 }
+
+/// The count in one `acked N` line of `simstore add --ack`.
+pub fn ack_count(line: std::io::Result<String>) -> usize {
+    let line = line.expect("reading the acknowledgements");
+    line.trim()
+        .strip_prefix("acked ")
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("not an acknowledgement: {line:?}"))
+}
+
+/// Reads `acked N` lines to their end: the last count, or `before` when
+/// there are none.
+pub fn last_ack(lines: impl Iterator<Item = std::io::Result<String>>, before: usize) -> usize {
+    lines.map(ack_count).last().unwrap_or(before)
+}
