@@ -19,6 +19,7 @@ impl BitWriter {
     }
 
     /// Appends the low `n` bits of `value` (`n ≤ 64`), high bit first.
+    #[inline]
     pub fn write(&mut self, value: u64, n: u32) {
         debug_assert!(n <= 64);
         if n > 32 {
@@ -29,14 +30,16 @@ impl BitWriter {
         if n == 0 {
             return;
         }
+        // At most 31 bits wait in `acc`, so 32 more always fit.
         let v = value & ((1u64 << n) - 1);
         self.acc = (self.acc << n) | v;
         self.filled += n;
-        while self.filled >= 8 {
-            self.filled -= 8;
-            self.bytes.push((self.acc >> self.filled) as u8);
+        if self.filled >= 32 {
+            self.filled -= 32;
+            let word = (self.acc >> self.filled) as u32;
+            self.bytes.extend_from_slice(&word.to_be_bytes());
+            self.acc &= (1u64 << self.filled) - 1;
         }
-        self.acc &= (1u64 << self.filled) - 1;
     }
 
     /// Bits written so far, including the prefix bytes.
@@ -46,6 +49,10 @@ impl BitWriter {
 
     /// Pads the last byte with zero bits and returns the bytes.
     pub fn finish(mut self) -> Vec<u8> {
+        while self.filled >= 8 {
+            self.filled -= 8;
+            self.bytes.push((self.acc >> self.filled) as u8);
+        }
         if self.filled > 0 {
             self.bytes.push((self.acc << (8 - self.filled)) as u8);
         }

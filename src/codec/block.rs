@@ -193,7 +193,9 @@ pub fn encode_blocks(
         if let Some((writer, _, count)) = current.take() {
             blocks.push(seal(writer, count, code_id));
         }
-        let mut writer = BitWriter::with_prefix(vec![0u8; HEADER_LEN]);
+        let mut bytes = Vec::with_capacity(max_len);
+        bytes.resize(HEADER_LEN, 0);
+        let mut writer = BitWriter::with_prefix(bytes);
         writer.write(fp, 64);
         current = Some((writer, fp, 1));
     }

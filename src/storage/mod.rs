@@ -218,6 +218,12 @@ pub fn batch() -> WriteBatch {
     WriteBatch::default()
 }
 
+/// An empty write batch with room for about `bytes` of records, so a
+/// large one is not copied as it grows.
+pub fn batch_with_capacity(bytes: usize) -> WriteBatch {
+    WriteBatch::with_capacity_bytes(bytes)
+}
+
 /// Maps an error from opening RocksDB: a held lock becomes
 /// [`Error::Locked`].
 fn open_error(dir: &Path, e: rocksdb::Error) -> Error {

@@ -9,7 +9,7 @@
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-use super::compact::{merge_all, write_tables, CompactionReport};
+use super::compact::{merge_all, tables_batch, write_tables, CompactionReport};
 use super::shared::Shared;
 use super::state::Pending;
 use crate::error::Result;
@@ -55,7 +55,7 @@ pub(crate) fn insert_bulk(shared: &Shared, pairs: &[(u64, Option<u64>)]) -> Resu
     };
     let outputs = merge_all(shared, &tables, &adds, &removes)?;
 
-    let mut batch = crate::storage::batch();
+    let mut batch = tables_batch(&outputs);
     write_tables(
         shared,
         &mut batch,

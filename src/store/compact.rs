@@ -114,6 +114,20 @@ pub(crate) fn merge_all(
 const PARALLEL_MERGE_MIN: usize = 1 << 14;
 
 /// Adds the block (and code) changes of every table to `batch`.
+/// A write batch with room for [`write_tables`] of `outputs` and a few
+/// more records, so a large one is not copied as it grows.
+pub(crate) fn tables_batch(outputs: &[MergeOutput]) -> rocksdb::WriteBatch {
+    // Each record: a tag, a column family id, two lengths, the key.
+    const RECORD: usize = 24;
+    let bytes: usize = outputs
+        .iter()
+        .map(|o| {
+            o.added.iter().map(|(_, b)| b.len() + RECORD).sum::<usize>() + o.removed.len() * RECORD
+        })
+        .sum();
+    crate::storage::batch_with_capacity(bytes + 4096)
+}
+
 pub(crate) fn write_tables(
     shared: &Shared,
     batch: &mut rocksdb::WriteBatch,
@@ -160,7 +174,7 @@ fn commit(
         removed: removes.len(),
         ..Default::default()
     };
-    let mut batch = crate::storage::batch();
+    let mut batch = tables_batch(&outputs);
     write_tables(shared, &mut batch, &outputs, &mut report)?;
 
     let (pending_cf, tomb_cf) = (
