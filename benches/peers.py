@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
-"""simstore against FAISS binary multi-hash indexes and a brute-force scan,
+"""simstore against FAISS binary multi-hash indexes, mih-rs and a brute-force scan,
 on the same fingerprints and queries, in one run.
 
     pip install faiss-cpu numpy
-    cargo build --release
+    cargo build --release   # and benches/mih (mih-rs) is built on first use
     python3 benches/peers.py --size 1000000 --queries 100000 [--bin PATH]
 
 simstore is driven through its command line exactly as a harness would:
@@ -94,6 +94,8 @@ def main():
     p.add_argument("--k", type=int, default=3)
     p.add_argument("--bin", default=os.path.join(os.environ.get("CARGO_TARGET_DIR", "target"), "release", "simstore"))
     p.add_argument("--check", type=int, default=300, help="queries checked against brute force")
+    p.add_argument("--without-mih", action="store_true",
+                   help="skip mih-rs (benches/mih, built here with cargo from crates.io)")
     a = p.parse_args()
     import faiss
 
@@ -152,6 +154,26 @@ def main():
         del index
     print(f"ratio simstore all-matches / best FAISS: {rate(t_all) / best_peer:.2f}x; "
           f"batch / best FAISS: {rate(t_batch) / best_peer:.2f}x")
+
+    # mih-rs (exact multi-index hashing, parameters chosen by the crate),
+    # through a benchmark-only binary built from benches/mih.
+    mih = os.path.join(os.path.dirname(os.path.abspath(__file__)), "mih")
+    if not a.without_mih:
+        subprocess.run(["cargo", "build", "--release", "--quiet"], cwd=mih, check=True)
+        with tempfile.TemporaryDirectory() as tmp:
+            sp, qp = os.path.join(tmp, "stored"), os.path.join(tmp, "queries")
+            with open(sp, "wb") as f:
+                f.write(hex_lines(stored))
+            with open(qp, "wb") as f:
+                f.write(qlines)
+            out, _ = run([os.path.join(mih, "target", "release", "simstore-peer-mih"), sp, qp, str(k)])
+        lines = out.decode().splitlines()
+        if [int(c) for c in lines[1:]] != counts:
+            sys.exit("mih-rs: match counts differ from simstore's")
+        mih_rate = float(lines[0].split(";")[1].split()[0])
+        print(f"{lines[0]} (same match counts as simstore)")
+        print(f"ratio simstore all-matches / mih-rs: {rate(t_all) / mih_rate:.2f}x; "
+              f"batch / mih-rs: {rate(t_batch) / mih_rate:.2f}x")
 
     sample = range(0, nq, max(1, nq // a.check))
     started = time.perf_counter()
