@@ -88,6 +88,13 @@ fn crash_loop(durability: &str, seed: u64) {
             }
         }
         check(&dir, &mut expect, cycle);
+        // Long runs report as they go, so a run cut short still tells.
+        if cycles() > 6 {
+            eprintln!(
+                "crash loop ({durability}): cycle {} done, {acked_total} acknowledged so far, 0 lost",
+                cycle + 1
+            );
+        }
     }
     eprintln!(
         "crash loop ({durability}): {} cycles, {acked_total} acknowledged operations, {compactions} compactions, 0 lost",
