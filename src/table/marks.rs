@@ -13,7 +13,7 @@ use std::sync::OnceLock;
 use crate::codec::{BlockView, Code, ResumePoint};
 
 /// Fingerprints between resume points.
-pub const STRIDE: usize = 32;
+pub const STRIDE: usize = 16;
 
 /// The resume points of one block, built on demand.
 #[derive(Debug, Default)]
