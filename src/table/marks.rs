@@ -15,11 +15,42 @@ use crate::codec::{BlockView, Code, ResumePoint};
 /// Fingerprints between resume points.
 pub const STRIDE: usize = 16;
 
+/// A resume point as a block keeps it: 12 bytes instead of a
+/// [`ResumePoint`]'s 16, since its index follows from its position (point
+/// `m` is the one after fingerprint `(m + 1) * STRIDE - 1`).
+#[derive(Debug, Clone, Copy)]
+#[repr(C, packed(4))]
+pub struct Mark {
+    fingerprint: u64,
+    bit: u32,
+}
+
+const _: () = assert!(std::mem::size_of::<Mark>() == 12);
+
+impl Mark {
+    /// The fingerprint at the point.
+    #[inline(always)]
+    pub fn fingerprint(&self) -> u64 {
+        self.fingerprint
+    }
+
+    /// The full resume point, for mark `m` of its block.
+    #[inline(always)]
+    pub fn point(&self, m: usize) -> ResumePoint {
+        ResumePoint {
+            fingerprint: self.fingerprint,
+            // Exact: points lie within the block's (u16) count.
+            index: ((m + 1) * STRIDE - 1) as u16,
+            bit: self.bit,
+        }
+    }
+}
+
 /// The resume points of one block, built on demand.
 #[derive(Debug, Default)]
 pub struct Marks {
     seen: AtomicBool,
-    points: OnceLock<Box<[ResumePoint]>>,
+    points: OnceLock<Box<[Mark]>>,
 }
 
 impl Clone for Marks {
@@ -37,7 +68,7 @@ impl Clone for Marks {
 
 impl Marks {
     /// The block's points, or `None` on its first read.
-    pub fn get(&self, view: &BlockView<'_>, code: &Code) -> Option<&[ResumePoint]> {
+    pub fn get(&self, view: &BlockView<'_>, code: &Code) -> Option<&[Mark]> {
         if let Some(p) = self.points.get() {
             return Some(p);
         }
@@ -54,7 +85,7 @@ impl Marks {
 
     /// The points, if built (without counting a read).
     #[inline]
-    pub fn built(&self) -> Option<&[ResumePoint]> {
+    pub fn built(&self) -> Option<&[Mark]> {
         self.points.get().map(|p| &p[..])
     }
 
@@ -62,21 +93,29 @@ impl Marks {
     pub fn heap_bytes(&self) -> usize {
         self.points
             .get()
-            .map_or(0, |p| std::mem::size_of_val::<[ResumePoint]>(p))
+            .map_or(0, |p| std::mem::size_of_val::<[Mark]>(p))
     }
 }
 
 /// Decodes the block once, noting a point after every `STRIDE`-th
 /// fingerprint. Stops quietly at a decoding error: the points before it
 /// are sound, and reading past them reports the error.
-fn build(view: &BlockView<'_>, code: &Code) -> Box<[ResumePoint]> {
+fn build(view: &BlockView<'_>, code: &Code) -> Box<[Mark]> {
     let mut points = Vec::with_capacity(view.count() / STRIDE);
     let mut iter = view.iter(code);
     let mut n = 0;
     while let Some(Ok(_)) = iter.next() {
         n += 1;
         if n % STRIDE == 0 {
-            points.extend(iter.resume_point());
+            let Some(p) = iter.resume_point() else {
+                break;
+            };
+            let mark = Mark {
+                fingerprint: p.fingerprint,
+                bit: p.bit,
+            };
+            debug_assert_eq!(mark.point(points.len()), p);
+            points.push(mark);
         }
     }
     points.into_boxed_slice()

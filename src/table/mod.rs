@@ -213,11 +213,10 @@ impl TableState {
     /// block keys, into at most one more block).
     #[inline]
     pub fn probe_start_at(&self, block: usize, lo: u64, hi: u64) -> ProbeStart {
-        let point = self.blocks.get(block).and_then(|slot| {
-            let points = slot.marks.built()?;
-            let m = points.partition_point(|p| p.fingerprint <= lo);
-            points.get(m.checked_sub(1)?).copied()
-        });
+        let point = self
+            .blocks
+            .get(block)
+            .and_then(|slot| point_at(slot.marks.built()?, lo));
         let mut from = point.map_or(0, |p| MIN_BLOCK_LEN + p.bit as usize / 8);
         for j in block..block + 2 {
             let Some(slot) = self.blocks.get(j) else {
@@ -307,18 +306,20 @@ impl TableState {
                     // Stretch `m` holds the values after point `m - 1`
                     // up to and including point `m`.
                     let from = if first_block {
-                        points.partition_point(|p| p.fingerprint < lo)
+                        points.partition_point(|p| p.fingerprint() < lo)
                     } else {
                         0
                     };
-                    let to = points.partition_point(|p| p.fingerprint <= hi);
+                    let to = points.partition_point(|p| p.fingerprint() <= hi);
                     match lanes(&view, code, points, from, to, &mut visit) {
                         LaneVisit::Done => Visit::Exhausted,
                         LaneVisit::Stopped => Visit::Stopped,
                         // Decode the stretch again with the checked
                         // iterator, which reports an error if there is one.
                         LaneVisit::Careful => {
-                            let point = from.checked_sub(1).and_then(|m| points.get(m)).copied();
+                            let point = from
+                                .checked_sub(1)
+                                .and_then(|m| Some(points.get(m)?.point(m)));
                             self.scan_block(j, &view, code, point, lo, hi, &mut visit)?
                         }
                     }
@@ -442,9 +443,11 @@ pub struct ProbeStart {
 }
 
 /// The resume point at or below `lo`, if any.
-fn point_at(points: &[ResumePoint], lo: u64) -> Option<ResumePoint> {
-    let m = points.partition_point(|p| p.fingerprint <= lo);
-    points.get(m.checked_sub(1)?).copied()
+fn point_at(points: &[marks::Mark], lo: u64) -> Option<ResumePoint> {
+    let m = points
+        .partition_point(|p| p.fingerprint() <= lo)
+        .checked_sub(1)?;
+    Some(points.get(m)?.point(m))
 }
 
 /// Visits the stretches `from..=to` of a block (stretch 0 is the first
@@ -454,14 +457,14 @@ fn point_at(points: &[ResumePoint], lo: u64) -> Option<ResumePoint> {
 fn lanes(
     view: &BlockView<'_>,
     code: &Code,
-    points: &[ResumePoint],
+    points: &[marks::Mark],
     from: usize,
     to: usize,
     visit: &mut impl FnMut(u64) -> bool,
 ) -> LaneVisit {
     let lane = |m: usize| match m.checked_sub(1) {
         None => Some(view.lane(marks::STRIDE - 1)),
-        Some(p) => view.lane_from(*points.get(p)?, marks::STRIDE),
+        Some(p) => view.lane_from(points.get(p)?.point(p), marks::STRIDE),
     };
     if from == 0 && !visit(view.first()) {
         return LaneVisit::Stopped;
