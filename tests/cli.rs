@@ -290,7 +290,7 @@ fn killed_add_loses_no_acknowledged_line_and_grows_no_phantom() {
             stdin.flush().unwrap();
             line.clear();
             stdout.read_line(&mut line).unwrap();
-            let n: usize = line.trim().strip_prefix("acked ").unwrap().parse().unwrap();
+            let n = common::ack_count(Ok(line.clone()));
             run_acked = run_acked.max(n);
         }
         // More input in flight, then SIGKILL without waiting for its ack.
