@@ -91,7 +91,7 @@ pub fn stateful(data: &[u8]) {
         let Some(s) = store.as_ref() else { break };
         // Fingerprints: new random ones, or near/equal to known ones.
         let mut fingerprint = |sel: u64| -> Option<u64> {
-            let fp = if known.is_empty() || sel % 3 == 0 {
+            let fp = if known.is_empty() || sel.is_multiple_of(3) {
                 next(8)?
             } else {
                 let base = known[(sel as usize / 3) % known.len()];

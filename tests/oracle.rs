@@ -24,7 +24,7 @@ fn scenario(data: &[u64], options: Options, seed: u64) {
             .enumerate()
             .map(|(j, &fp)| {
                 let id = (i * 97 + j) as u64;
-                let id = (id % 5 != 0).then_some(id);
+                let id = (!id.is_multiple_of(5)).then_some(id);
                 model.insert(fp, id);
                 Op::Insert {
                     fingerprint: fp,

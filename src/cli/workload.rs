@@ -61,14 +61,14 @@ pub fn run(
                 let mut mine: Vec<u64> = Vec::new();
                 for n in 0..ops {
                     let r = rng.next();
-                    if r % 4 == 0 && !mine.is_empty() {
+                    if r.is_multiple_of(4) && !mine.is_empty() {
                         let fp = mine.swap_remove((r >> 8) as usize % mine.len());
                         say(format!("try {t} delete {fp:016x}"));
                         store.delete_fingerprint(fp)?;
                         say(format!("ack {t} delete {fp:016x}"));
                     } else {
                         // Near other fingerprints of this thread half the time.
-                        let mut fp = if r % 2 == 0 && !mine.is_empty() {
+                        let mut fp = if r.is_multiple_of(2) && !mine.is_empty() {
                             mine[(r >> 8) as usize % mine.len()] ^ (1u64 << (r >> 58))
                         } else {
                             rng.next()

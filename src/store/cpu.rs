@@ -33,3 +33,21 @@ fn detect() -> bool {
 fn detect() -> bool {
     false
 }
+
+/// Whether [`near`](super::near)'s AVX-512 loop (VPOPCNTQ on eight
+/// fingerprints at a time) may run here.
+#[inline]
+pub fn wide_popcount() -> bool {
+    static WIDE: OnceLock<bool> = OnceLock::new();
+    *WIDE.get_or_init(|| std::env::var_os(PORTABLE_ENV).is_none() && detect_wide())
+}
+
+#[cfg(target_arch = "x86_64")]
+fn detect_wide() -> bool {
+    std::is_x86_feature_detected!("avx512f") && std::is_x86_feature_detected!("avx512vpopcntdq")
+}
+
+#[cfg(not(target_arch = "x86_64"))]
+fn detect_wide() -> bool {
+    false
+}

@@ -4,6 +4,7 @@
 mod bulk;
 mod compact;
 mod cpu;
+mod near;
 mod open;
 mod options;
 mod query;

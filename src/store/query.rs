@@ -423,10 +423,12 @@ fn probe_tables(
             .collect();
         order.sort_unstable();
         let ranges: Vec<(u64, u64)> = order.iter().map(|&(q, _)| spec.prefix_range(q)).collect();
-        state.tables[t].scan_sorted(&ranges, |r, p| {
+        let mut near = Vec::new();
+        state.tables[t].scan_sorted(&ranges, |r, run| {
             let (q, i) = order[r];
-            let d = (p ^ q).count_ones();
-            if d <= k {
+            near.clear();
+            super::near::near(run, q, k, &mut near);
+            for &(p, d) in &near {
                 let x = spec.permutation.invert(p);
                 if !state.tombstones.contains(&x) {
                     found[i].push((x, d));

@@ -381,7 +381,8 @@ impl TableState {
     }
 
     /// Visits the permuted fingerprints in each of `ranges` (inclusive,
-    /// sorted by their low ends) as `visit(range index, fingerprint)`,
+    /// sorted by their low ends) as `visit(range index, run)`, where each
+    /// run is the sorted part of one decoded block inside the range,
     /// decoding every block at most once for the whole batch (Manku §3.3).
     /// Always inlined, so its loops are compiled for the caller's target
     /// features.
@@ -389,7 +390,7 @@ impl TableState {
     pub fn scan_sorted(
         &self,
         ranges: &[(u64, u64)],
-        mut visit: impl FnMut(usize, u64),
+        mut visit: impl FnMut(usize, &[u64]),
     ) -> Result<()> {
         let mut cache: VecDeque<Vec<u64>> = VecDeque::new();
         let mut spare: Vec<Vec<u64>> = Vec::new();
@@ -412,11 +413,9 @@ impl TableState {
                 }
                 let fps = &cache[j - cache_start];
                 let from = fps.partition_point(|&f| f < lo);
-                for &f in &fps[from..] {
-                    if f > hi {
-                        break;
-                    }
-                    visit(r, f);
+                let to = fps.partition_point(|&f| f <= hi);
+                if from < to {
+                    visit(r, &fps[from..to]);
                 }
                 j += 1;
             }
@@ -547,7 +546,7 @@ mod tests {
                 .wrapping_add(1442695040888963407);
             let v = x ^ (x >> 29);
             out.push(v);
-            if x % 2 == 0 {
+            if x.is_multiple_of(2) {
                 out.extend((1..(x >> 58)).map(|d| v.wrapping_add(d)));
             }
         }
