@@ -9,8 +9,18 @@ use simstore::{Error, Op, Store};
 use super::input::parse_record;
 use super::json;
 
-/// Most lines committed in one batch.
+/// Most lines committed in one batch, unless the batch grows (see
+/// [`Batcher`]).
 const MAX_BATCH: usize = 1 << 20;
+/// Fewest lines an insert-only batch may hold before it is committed
+/// (when more input is waiting). Such a batch is merged straight into the
+/// tables in one pass over them (the bulk path), so it may be as large
+/// as the store: a load of N lines then rewrites the tables about
+/// log2(N / MIN_GROWN_BATCH) times instead of N / MAX_BATCH times.
+const MIN_GROWN_BATCH: usize = 1 << 24;
+/// Most lines of an insert-only batch (bounds the memory it holds:
+/// about 40 bytes a line).
+const MAX_GROWN_BATCH: usize = 1 << 26;
 /// Queries answered per batch call with `--batch`.
 const QUERY_BATCH: usize = 1 << 20;
 
@@ -129,6 +139,12 @@ pub struct Batcher<'a> {
     last_line: usize,
     /// Whether a batch took the bulk path.
     bulk: bool,
+    /// Whether the batch being collected holds anything but inserts.
+    mixed: bool,
+    /// Lines an insert-only batch may hold: as many as the store held
+    /// after the last commit, within [`MIN_GROWN_BATCH`] and
+    /// [`MAX_GROWN_BATCH`].
+    grown: usize,
 }
 
 impl<'a> Batcher<'a> {
@@ -140,6 +156,8 @@ impl<'a> Batcher<'a> {
             ops: Vec::new(),
             last_line: 0,
             bulk: false,
+            mixed: false,
+            grown: MIN_GROWN_BATCH,
         }
     }
 
@@ -156,11 +174,13 @@ impl<'a> Batcher<'a> {
             |s| parse_record(s, true),
             |line, record, more| {
                 if let Some((fp, id)) = record {
-                    self.ops
-                        .push(make(fp, id).map_err(|message| Failure::Input { line, message })?);
+                    let op = make(fp, id).map_err(|message| Failure::Input { line, message })?;
+                    self.mixed |= !matches!(op, Op::Insert { .. });
+                    self.ops.push(op);
                 }
                 self.last_line = line;
-                if self.ops.len() >= MAX_BATCH || (!more && !self.ops.is_empty()) {
+                let limit = if self.mixed { MAX_BATCH } else { self.grown };
+                if self.ops.len() >= limit || (!more && !self.ops.is_empty()) {
                     self.commit(out)?;
                 }
                 Ok(())
@@ -192,9 +212,18 @@ impl<'a> Batcher<'a> {
                 _ => None,
             })
             .collect();
+        self.mixed = false;
         match inserts {
             // Large insert-only batches take the bulk path (whole blocks).
-            Some(pairs) => self.bulk |= self.store.insert_bulk(&pairs)?,
+            Some(pairs) => {
+                let bulk = self.store.insert_bulk(&pairs)?;
+                self.bulk |= bulk;
+                if bulk {
+                    let held =
+                        usize::try_from(self.store.stats().fingerprints).unwrap_or(usize::MAX);
+                    self.grown = held.clamp(MIN_GROWN_BATCH, MAX_GROWN_BATCH);
+                }
+            }
             None => drop(self.store.apply(ops)?),
         }
         if self.ack {
