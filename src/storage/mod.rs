@@ -49,6 +49,34 @@ pub fn db_error(context: &'static str) -> impl Fn(rocksdb::Error) -> Error {
     }
 }
 
+/// Options of the families holding one key per pending or tombstoned
+/// fingerprint (`pending`, `tombstones`). They are only written and
+/// scanned whole, never read by key, so their memtables are vectors
+/// (an insert is an append; a scan sorts once) instead of skip lists:
+/// replaying a crashed store's log inserts every pending fingerprint
+/// again, and skip-list inserts of random keys were most of that time.
+fn log_family_options(family: &DbOptions) -> DbOptions {
+    let mut log = family.clone();
+    log.set_memtable_factory(rocksdb::MemtableFactory::Vector);
+    log
+}
+
+/// The options of each named column family.
+fn descriptors(names: Vec<String>, family: &DbOptions) -> Vec<ColumnFamilyDescriptor> {
+    let log = log_family_options(family);
+    names
+        .into_iter()
+        .map(|n| {
+            let options = if n == keys::PENDING_FAMILY || n == keys::TOMBSTONES_FAMILY {
+                log.clone()
+            } else {
+                family.clone()
+            };
+            ColumnFamilyDescriptor::new(n, options)
+        })
+        .collect()
+}
+
 fn options(create: bool) -> (DbOptions, DbOptions) {
     let mut db = DbOptions::default();
     db.create_if_missing(create);
@@ -59,6 +87,10 @@ fn options(create: bool) -> (DbOptions, DbOptions) {
     db.set_max_total_wal_size(MAX_WAL_BYTES);
     db.set_max_background_jobs(2);
     db.set_keep_log_file_num(4);
+    // Vector memtables (see `log_family_options`) need memtable inserts
+    // made one write at a time (RocksDB still takes concurrent writers;
+    // simstore's commits are serialised by its commit lock anyway).
+    db.set_allow_concurrent_memtable_write(false);
     let mut family = DbOptions::default();
     family.set_compression_type(DBCompressionType::None);
     let mut table = BlockBasedOptions::default();
@@ -80,9 +112,7 @@ impl Db {
     pub fn create(dir: &Path, tables: usize) -> Result<Self> {
         let path = dir.join(crate::format::marker::DB_DIR);
         let (db_opts, family) = options(true);
-        let descriptors = family_names(tables)
-            .into_iter()
-            .map(|n| ColumnFamilyDescriptor::new(n, family.clone()));
+        let descriptors = descriptors(family_names(tables), &family);
         let db = DB::open_cf_descriptors(&db_opts, &path, descriptors)
             .map_err(|e| open_error(dir, e))?;
         Ok(Self { db, tables })
@@ -106,9 +136,7 @@ impl Db {
                 format!("column families {names:?} are not those of a store with {tables} tables"),
             ));
         }
-        let descriptors = expected
-            .into_iter()
-            .map(|n| ColumnFamilyDescriptor::new(n, family.clone()));
+        let descriptors = descriptors(expected, &family);
         let db = DB::open_cf_descriptors(&db_opts, &path, descriptors)
             .map_err(|e| open_error(dir, e))?;
         Ok(Self { db, tables })

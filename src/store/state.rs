@@ -20,6 +20,9 @@ pub struct Pending {
     per_table: Vec<BTreeSet<u64>>,
 }
 
+/// Pending sets smaller than this are built on the calling thread.
+const PARALLEL_BUILD_MIN: usize = 1 << 16;
+
 impl Pending {
     /// An empty set for `tables` tables.
     pub fn new(tables: usize) -> Self {
@@ -29,18 +32,33 @@ impl Pending {
     }
 
     /// The set holding `fps` (distinct), built per table from sorted
-    /// runs rather than by one insertion per fingerprint per table.
+    /// runs rather than by one insertion per fingerprint per table, the
+    /// tables spread over the cores (recovery after a crash rebuilds it
+    /// from up to a merge threshold of pending fingerprints).
     pub fn from_fingerprints(plan: &Plan, fps: &[u64]) -> Self {
-        let per_table = plan
-            .tables()
-            .iter()
-            .map(|spec| {
-                let mut permuted: Vec<u64> =
-                    fps.iter().map(|&fp| spec.permutation.apply(fp)).collect();
-                permuted.sort_unstable();
-                permuted.into_iter().collect()
-            })
-            .collect();
+        let build = |spec: &crate::plan::TableSpec| -> BTreeSet<u64> {
+            let mut permuted: Vec<u64> = fps.iter().map(|&fp| spec.permutation.apply(fp)).collect();
+            permuted.sort_unstable();
+            permuted.into_iter().collect()
+        };
+        let specs = plan.tables();
+        let threads = std::thread::available_parallelism().map_or(1, usize::from);
+        if threads <= 1 || fps.len() < PARALLEL_BUILD_MIN {
+            return Self {
+                per_table: specs.iter().map(build).collect(),
+            };
+        }
+        let per = specs.len().div_ceil(threads).max(1);
+        let per_table = std::thread::scope(|scope| {
+            let handles: Vec<_> = specs
+                .chunks(per)
+                .map(|share| scope.spawn(move || share.iter().map(build).collect::<Vec<_>>()))
+                .collect();
+            handles
+                .into_iter()
+                .flat_map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
+                .collect()
+        });
         Self { per_table }
     }
 
