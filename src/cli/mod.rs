@@ -260,13 +260,16 @@ pub fn run() -> i32 {
 
 /// Opens a store for a command. Commands that only read, and `compact`,
 /// leave merging to themselves (no background compactor): a query never
-/// starts a merge it would then have to wait for at exit.
-fn open(dir: &PathBuf, durability: Durability, writes: bool) -> Result<Store, Failure> {
+/// starts a merge it would then have to wait for at exit. Only `warm`
+/// commands (queries answered one by one) build resume points in the
+/// background.
+fn open(dir: &PathBuf, durability: Durability, writes: bool, warm: bool) -> Result<Store, Failure> {
     Ok(Store::open(
         dir,
         &Options::new()
             .durability(durability)
-            .manual_compaction(!writes),
+            .manual_compaction(!writes)
+            .warm(warm),
     )?)
 }
 
@@ -297,7 +300,7 @@ fn dispatch(command: Command) -> Result<(), Failure> {
             durability,
             ack,
         } => {
-            let store = open(&dir, durability, true)?;
+            let store = open(&dir, durability, true, false)?;
             let mut out = stdout.lock();
             Batcher::new(&store, ack).run(io::stdin(), &mut out, |fp, id| {
                 Ok(Op::Insert {
@@ -311,7 +314,7 @@ fn dispatch(command: Command) -> Result<(), Failure> {
             durability,
             ack,
         } => {
-            let store = open(&dir, durability, true)?;
+            let store = open(&dir, durability, true, false)?;
             let mut out = stdout.lock();
             Batcher::new(&store, ack).run(io::stdin(), &mut out, |fp, id| {
                 Ok(match id {
@@ -329,7 +332,7 @@ fn dispatch(command: Command) -> Result<(), Failure> {
             first,
             batch,
         } => {
-            let store = open(&dir, Durability::Buffered, false)?;
+            let store = open(&dir, Durability::Buffered, false, !batch)?;
             let k = max_distance.unwrap_or(u32::from(store.max_distance()));
             if k > u32::from(store.max_distance()) {
                 return Err(Error::DistanceTooLarge {
@@ -344,7 +347,7 @@ fn dispatch(command: Command) -> Result<(), Failure> {
             stream::query(&store, io::stdin(), &mut out, k, first, batch)?;
         }
         Command::Compact { dir } => {
-            let store = open(&dir, Durability::Sync, false)?;
+            let store = open(&dir, Durability::Sync, false, false)?;
             let r = store.compact()?;
             store.reclaim_space()?;
             writeln!(
@@ -357,11 +360,11 @@ fn dispatch(command: Command) -> Result<(), Failure> {
             )?;
         }
         Command::Stats { dir } => {
-            let store = open(&dir, Durability::Sync, false)?;
+            let store = open(&dir, Durability::Sync, false, false)?;
             writeln!(stdout.lock(), "{}", json::stats(&store.stats()))?;
         }
         Command::Verify { dir } => {
-            let store = match open(&dir, Durability::Sync, false) {
+            let store = match open(&dir, Durability::Sync, false, false) {
                 Ok(s) => s,
                 Err(Failure::Store(e)) if e.is_corruption() => {
                     let report = simstore::VerifyReport {

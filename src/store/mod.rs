@@ -94,17 +94,22 @@ impl Store {
         };
         let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
         let tables = Arc::clone(&shared.state.read().tables);
-        let warmer = std::thread::Builder::new()
-            .name("simstore-warmer".into())
-            .spawn({
-                let stop = Arc::clone(&stop);
-                move || {
-                    for table in tables.iter() {
-                        table.build_marks(&stop);
-                    }
-                }
+        let warm = !shared.options.cold;
+        let warmer = warm
+            .then(|| {
+                std::thread::Builder::new()
+                    .name("simstore-warmer".into())
+                    .spawn({
+                        let stop = Arc::clone(&stop);
+                        move || {
+                            for table in tables.iter() {
+                                table.build_marks(&stop);
+                            }
+                        }
+                    })
+                    .ok()
             })
-            .ok()
+            .flatten()
             .map(|handle| (stop, handle));
         Ok(Self {
             shared,

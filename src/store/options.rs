@@ -66,6 +66,7 @@ pub struct Options {
     pub(crate) durability: Durability,
     pub(crate) merge_threshold: Option<usize>,
     pub(crate) manual_compaction: bool,
+    pub(crate) cold: bool,
 }
 
 impl Options {
@@ -115,6 +116,17 @@ impl Options {
     /// (default: background compaction on).
     pub fn manual_compaction(mut self, manual: bool) -> Self {
         self.manual_compaction = manual;
+        self
+    }
+
+    /// Whether to build every block's in-memory resume points on a
+    /// background thread after open (default: yes), so queries reach full
+    /// speed sooner. Without it, points are built block by block as
+    /// queries read blocks. Handles that only write, run batch queries
+    /// (which decode whole blocks and need no points) or read statistics
+    /// save the thread's work.
+    pub fn warm(mut self, warm: bool) -> Self {
+        self.cold = !warm;
         self
     }
 
