@@ -366,6 +366,10 @@ fn join_all<T>(handles: Vec<std::thread::ScopedJoinHandle<'_, Result<T>>>) -> Re
         .collect()
 }
 
+/// How many ranges ahead a sorted batch pass prefetches where a query's
+/// hits go.
+const FOUND_AHEAD: usize = 8;
+
 /// Chunks smaller than this are answered on the calling thread.
 const PARALLEL_MIN: usize = 4096;
 
@@ -425,6 +429,16 @@ fn probe_tables(
         let ranges: Vec<(u64, u64)> = order.iter().map(|&(q, _)| spec.prefix_range(q)).collect();
         let mut near = Vec::new();
         state.tables[t].scan_sorted(&ranges, |r, run| {
+            // Hits land in `found` at random query positions: ask for the
+            // list header of a query a few ranges ahead, and for the
+            // buffer of one whose header was asked for earlier, so a hit's
+            // push does not wait for memory.
+            if let Some(&(_, j)) = order.get(r + 2 * FOUND_AHEAD) {
+                crate::table::prefetch(std::slice::from_ref(&found[j]));
+            }
+            if let Some(&(_, j)) = order.get(r + FOUND_AHEAD) {
+                crate::table::prefetch(&found[j][..found[j].len().min(1)]);
+            }
             let (q, i) = order[r];
             near.clear();
             super::near::near(run, q, k, &mut near);

@@ -488,7 +488,7 @@ fn lanes(
 
 /// Asks the processor to bring `items` into cache, without waiting.
 #[inline(always)]
-fn prefetch<T>(items: &[T]) {
+pub(crate) fn prefetch<T>(items: &[T]) {
     let start = items.as_ptr().cast::<u8>();
     let len = std::mem::size_of_val(items);
     let line = |at: usize| {
