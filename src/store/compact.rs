@@ -79,35 +79,14 @@ pub(crate) fn merge_all(
             shared.block_size,
         )
     };
-    let threads = std::thread::available_parallelism()
-        .map_or(1, usize::from)
-        .min(tables.len());
-    if threads <= 1 || adds.len() + removes.len() < PARALLEL_MERGE_MIN {
-        return (0..tables.len()).map(one).collect();
-    }
-    let next = std::sync::atomic::AtomicUsize::new(0);
-    let mut outputs: Vec<(usize, Result<MergeOutput>)> = std::thread::scope(|scope| {
-        let workers: Vec<_> = (0..threads)
-            .map(|_| {
-                scope.spawn(|| {
-                    let mut done = Vec::new();
-                    loop {
-                        let t = next.fetch_add(1, Ordering::Relaxed);
-                        if t >= tables.len() {
-                            return done;
-                        }
-                        done.push((t, one(t)));
-                    }
-                })
-            })
-            .collect();
-        workers
-            .into_iter()
-            .flat_map(|w| w.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
-            .collect()
-    });
-    outputs.sort_by_key(|(t, _)| *t);
-    outputs.into_iter().map(|(_, out)| out).collect()
+    let threads = if adds.len() + removes.len() < PARALLEL_MERGE_MIN {
+        1
+    } else {
+        super::parallel::cores()
+    };
+    super::parallel::map_indexed(tables.len(), threads, one)
+        .into_iter()
+        .collect()
 }
 
 /// Merges smaller than this run on the calling thread.

@@ -7,6 +7,7 @@ mod cpu;
 mod near;
 mod open;
 mod options;
+mod parallel;
 mod query;
 mod shared;
 mod state;

@@ -196,32 +196,11 @@ fn load(dir: &Path, db: Db, manifest: Manifest, options: &Options) -> Result<Sha
     // Tables load in parallel: reading, checksumming and copying a table's
     // blocks is independent of the others, and at 10M fingerprints a
     // table is ~56 MB.
-    let books: Vec<_> = codes.into_iter().enumerate().collect();
-    let threads = std::thread::available_parallelism()
-        .map_or(1, usize::from)
-        .clamp(1, tables.max(1));
-    let per = books.len().div_ceil(threads).max(1);
-    let states: Vec<TableState> = std::thread::scope(|scope| {
-        let db = &db;
-        let handles: Vec<_> = books
-            .chunks(per)
-            .map(|share| {
-                scope.spawn(move || {
-                    share
-                        .iter()
-                        .map(|(t, book)| load_table(db, *t, book.clone()))
-                        .collect::<Result<Vec<_>>>()
-                })
-            })
-            .collect();
-        handles
-            .into_iter()
-            .map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
-            .collect::<Result<Vec<_>>>()
-    })?
+    let states = super::parallel::map_indexed(tables, super::parallel::cores(), |t| {
+        load_table(&db, t, codes[t].clone())
+    })
     .into_iter()
-    .flatten()
-    .collect();
+    .collect::<Result<Vec<TableState>>>()?;
 
     let mut pending_fps = Vec::new();
     db.scan(db.family(keys::PENDING_FAMILY)?, &[], |k, _| {

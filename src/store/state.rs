@@ -42,23 +42,12 @@ impl Pending {
             permuted.into_iter().collect()
         };
         let specs = plan.tables();
-        let threads = std::thread::available_parallelism().map_or(1, usize::from);
-        if threads <= 1 || fps.len() < PARALLEL_BUILD_MIN {
-            return Self {
-                per_table: specs.iter().map(build).collect(),
-            };
-        }
-        let per = specs.len().div_ceil(threads).max(1);
-        let per_table = std::thread::scope(|scope| {
-            let handles: Vec<_> = specs
-                .chunks(per)
-                .map(|share| scope.spawn(move || share.iter().map(build).collect::<Vec<_>>()))
-                .collect();
-            handles
-                .into_iter()
-                .flat_map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
-                .collect()
-        });
+        let threads = if fps.len() < PARALLEL_BUILD_MIN {
+            1
+        } else {
+            super::parallel::cores()
+        };
+        let per_table = super::parallel::map_indexed(specs.len(), threads, |t| build(&specs[t]));
         Self { per_table }
     }
 
