@@ -30,17 +30,30 @@ fn list<T>(items: &[T], f: impl Fn(&T) -> String) -> String {
     format!("[{}]", parts.join(","))
 }
 
-/// One query's result line.
-pub fn query_result(query: u64, matches: &[Match]) -> String {
-    let m = list(matches, |m| {
-        format!(
-            "{{\"fingerprint\":\"{:016x}\",\"distance\":{},\"ids\":{}}}",
-            m.fingerprint,
-            m.distance,
-            list(&m.ids, u64::to_string)
-        )
-    });
-    format!("{{\"query\":\"{query:016x}\",\"matches\":{m}}}")
+/// Appends one query's result line (without its newline) to `line`; the
+/// CLI reuses one buffer for every answer instead of building strings
+/// per match.
+pub fn push_query_result(line: &mut String, query: u64, matches: &[Match]) {
+    // Writing into a String cannot fail.
+    let _ = write!(line, "{{\"query\":\"{query:016x}\",\"matches\":[");
+    for (i, m) in matches.iter().enumerate() {
+        if i > 0 {
+            line.push(',');
+        }
+        let _ = write!(
+            line,
+            "{{\"fingerprint\":\"{:016x}\",\"distance\":{},\"ids\":[",
+            m.fingerprint, m.distance
+        );
+        for (j, id) in m.ids.iter().enumerate() {
+            if j > 0 {
+                line.push(',');
+            }
+            let _ = write!(line, "{id}");
+        }
+        line.push_str("]}");
+    }
+    line.push_str("]}");
 }
 
 /// The `stats` object.
@@ -88,6 +101,12 @@ mod tests {
         assert_eq!(super::string("a\"b\\c\n\u{1}"), "\"a\\\"b\\\\c\\n\\u0001\"");
     }
 
+    fn query_result(query: u64, matches: &[simstore::Match]) -> String {
+        let mut line = String::new();
+        super::push_query_result(&mut line, query, matches);
+        line
+    }
+
     #[test]
     fn query_line_shape() {
         let m = simstore::Match {
@@ -96,12 +115,32 @@ mod tests {
             ids: vec![1, 7],
         };
         assert_eq!(
-            super::query_result(1, &[m]),
+            query_result(1, &[m]),
             r#"{"query":"0000000000000001","matches":[{"fingerprint":"00000000000000ff","distance":2,"ids":[1,7]}]}"#
         );
         assert_eq!(
-            super::query_result(0, &[]),
+            query_result(0, &[]),
             r#"{"query":"0000000000000000","matches":[]}"#
+        );
+        let two = [
+            simstore::Match {
+                fingerprint: 1,
+                distance: 0,
+                ids: vec![],
+            },
+            simstore::Match {
+                fingerprint: 2,
+                distance: 3,
+                ids: vec![9],
+            },
+        ];
+        assert_eq!(
+            query_result(3, &two),
+            concat!(
+                r#"{"query":"0000000000000003","matches":["#,
+                r#"{"fingerprint":"0000000000000001","distance":0,"ids":[]},"#,
+                r#"{"fingerprint":"0000000000000002","distance":3,"ids":[9]}]}"#
+            )
         );
     }
 }

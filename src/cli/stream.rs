@@ -257,15 +257,17 @@ pub fn query(
             queries.extend(fp);
             Ok(())
         });
+        let mut line = String::new();
         for chunk in queries.chunks(QUERY_BATCH) {
             let results = store.query_batch(chunk, k)?;
             for (q, matches) in chunk.iter().zip(&results) {
-                writeln!(out, "{}", json::query_result(*q, matches))?;
+                write_answer(out, &mut line, *q, matches)?;
             }
         }
         out.flush()?;
         return read;
     }
+    let mut line = String::new();
     let result = for_each_line(input, parse, |_, fp, more| {
         if let Some(fp) = fp {
             let matches = if first {
@@ -273,7 +275,7 @@ pub fn query(
             } else {
                 store.query(fp, k)?
             };
-            writeln!(out, "{}", json::query_result(fp, &matches))?;
+            write_answer(out, &mut line, fp, &matches)?;
         }
         if !more {
             out.flush()?;
@@ -282,4 +284,17 @@ pub fn query(
     });
     out.flush()?;
     result
+}
+
+/// Writes one query's result line through the reused buffer `line`.
+fn write_answer(
+    out: &mut impl Write,
+    line: &mut String,
+    query: u64,
+    matches: &[simstore::Match],
+) -> io::Result<()> {
+    line.clear();
+    json::push_query_result(line, query, matches);
+    line.push('\n');
+    out.write_all(line.as_bytes())
 }
