@@ -9,6 +9,12 @@ use common::{check_store, clustered, queries, random, Model, Rng};
 use simstore::{Op, Options, Store};
 
 fn scenario(data: &[u64], options: Options, seed: u64) {
+    scenario_on(data, options, seed, false);
+}
+
+/// [`scenario`]; `on_disk` says whether `options`' memory budget keeps the
+/// tables on disk once they hold blocks (checked at the last reopen).
+fn scenario_on(data: &[u64], options: Options, seed: u64, on_disk: bool) {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("s");
     let mut rng = Rng(seed);
@@ -71,7 +77,7 @@ fn scenario(data: &[u64], options: Options, seed: u64) {
     // warmer: resume points are built as queries read blocks); then
     // compact and reopen.
     drop(store);
-    let cold = Options::new().manual_compaction(true).warm(false);
+    let cold = options.clone().manual_compaction(true).warm(false);
     let store = Store::open(&path, &cold).unwrap();
     check_store(&store, &model, &qs);
     store.compact().unwrap();
@@ -88,7 +94,10 @@ fn scenario(data: &[u64], options: Options, seed: u64) {
     }
     check_store(&store, &model, &qs);
     drop(store);
-    let store = Store::open(&path, &Options::new()).unwrap();
+    let store = Store::open(&path, &options).unwrap();
+    if !data.is_empty() {
+        assert_eq!(store.stats().tables_in_memory, !on_disk);
+    }
     check_store(&store, &model, &qs);
     store.compact().unwrap();
     check_store(&store, &model, &qs);
@@ -120,6 +129,29 @@ fn clustered_data_default_blocks_and_larger_plans() {
     scenario(&data, Options::new().max_distance(2).block_size(100), 4);
     scenario(&data, Options::new().max_distance(0).block_size(40), 5);
     scenario(&data, Options::new().max_distance(4).block_size(80), 6);
+}
+
+/// A memory budget of 0 keeps every block on disk from the first reopen
+/// on: probes, merges and verification read blocks through RocksDB.
+#[test]
+fn tables_beyond_the_memory_budget_stay_on_disk() {
+    for n in [40usize, 2500] {
+        let data = random(n, &mut Rng(n as u64 + 3));
+        scenario_on(
+            &data,
+            Options::new().block_size(48).memory_budget(0),
+            8,
+            true,
+        );
+    }
+    let data = clustered(3000, &mut Rng(13));
+    scenario_on(
+        &data,
+        Options::new().block_size(64).memory_budget(0),
+        9,
+        true,
+    );
+    scenario_on(&data, Options::new().tables(10).memory_budget(0), 10, true);
 }
 
 #[test]

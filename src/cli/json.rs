@@ -62,7 +62,8 @@ pub fn stats(s: &Stats) -> String {
         concat!(
             "{{\"fingerprints\":{},\"ids\":{},\"tables\":{},\"max_distance\":{},\"blocks\":{},",
             "\"pending\":{},\"tombstones\":{},\"bytes_on_disk\":{},\"table_bytes\":{},",
-            "\"prefix_bits\":{},\"plan_blocks\":{},\"expected_size\":{},\"compaction_error\":{}}}"
+            "\"prefix_bits\":{},\"plan_blocks\":{},\"expected_size\":{},\"compaction_error\":{},",
+            "\"tables_in_memory\":{}}}"
         ),
         s.fingerprints,
         s.ids,
@@ -79,6 +80,7 @@ pub fn stats(s: &Stats) -> String {
         s.compaction_error
             .as_deref()
             .map_or("null".to_string(), string),
+        s.tables_in_memory,
     )
 }
 

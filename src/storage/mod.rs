@@ -34,8 +34,34 @@ pub const FIXED_FAMILIES: [&str; 4] = [
 
 /// An open database.
 pub struct Db {
-    db: DB,
+    db: std::sync::Arc<DB>,
     tables: usize,
+    /// RocksDB's block cache (all families share it).
+    cache: Cache,
+}
+
+/// Reads table blocks straight from the database, for tables that are not
+/// held in memory; RocksDB's block cache keeps the recently read ones.
+#[derive(Debug)]
+pub struct TableBlocks {
+    db: std::sync::Arc<DB>,
+}
+
+impl crate::table::BlockSource for TableBlocks {
+    fn fetch(&self, table: usize, key: u64) -> Result<std::sync::Arc<[u8]>> {
+        let missing =
+            |reason: &str| Error::corrupt(Location::Block { table, key }, reason.to_string());
+        let family = self
+            .db
+            .cf_handle(&keys::table_family(table))
+            .ok_or_else(|| missing("its table's column family is missing"))?;
+        let bytes = self
+            .db
+            .get_pinned_cf(family, keys::fingerprint(key))
+            .map_err(db_error("reading a block"))?
+            .ok_or_else(|| missing("the block is missing from the database"))?;
+        Ok(std::sync::Arc::from(&bytes[..]))
+    }
 }
 
 /// Maps a RocksDB error: its corruption kind becomes [`Error::Corrupt`].
@@ -77,7 +103,7 @@ fn descriptors(names: Vec<String>, family: &DbOptions) -> Vec<ColumnFamilyDescri
         .collect()
 }
 
-fn options(create: bool) -> (DbOptions, DbOptions) {
+fn options(create: bool) -> (DbOptions, DbOptions, Cache) {
     let mut db = DbOptions::default();
     db.create_if_missing(create);
     db.create_missing_column_families(create);
@@ -94,10 +120,11 @@ fn options(create: bool) -> (DbOptions, DbOptions) {
     let mut family = DbOptions::default();
     family.set_compression_type(DBCompressionType::None);
     let mut table = BlockBasedOptions::default();
-    table.set_block_cache(&Cache::new_lru_cache(BLOCK_CACHE_BYTES));
+    let cache = Cache::new_lru_cache(BLOCK_CACHE_BYTES);
+    table.set_block_cache(&cache);
     table.set_bloom_filter(10.0, false);
     family.set_block_based_table_factory(&table);
-    (db, family)
+    (db, family, cache)
 }
 
 fn family_names(tables: usize) -> Vec<String> {
@@ -111,18 +138,22 @@ impl Db {
     /// Creates the database with every column family for `tables` tables.
     pub fn create(dir: &Path, tables: usize) -> Result<Self> {
         let path = dir.join(crate::format::marker::DB_DIR);
-        let (db_opts, family) = options(true);
+        let (db_opts, family, cache) = options(true);
         let descriptors = descriptors(family_names(tables), &family);
         let db = DB::open_cf_descriptors(&db_opts, &path, descriptors)
             .map_err(|e| open_error(dir, e))?;
-        Ok(Self { db, tables })
+        Ok(Self {
+            db: std::sync::Arc::new(db),
+            tables,
+            cache,
+        })
     }
 
     /// Opens an existing database with the column families it has, which
     /// must be those of a store; the caller checks them against the manifest.
     pub fn open(dir: &Path) -> Result<Self> {
         let path = dir.join(crate::format::marker::DB_DIR);
-        let (db_opts, family) = options(false);
+        let (db_opts, family, cache) = options(false);
         let names = DB::list_cf(&db_opts, &path).map_err(|e| open_error(dir, e))?;
         let tables = names.iter().filter(|n| n.starts_with("table-")).count();
         let expected = family_names(tables);
@@ -139,7 +170,46 @@ impl Db {
         let descriptors = descriptors(expected, &family);
         let db = DB::open_cf_descriptors(&db_opts, &path, descriptors)
             .map_err(|e| open_error(dir, e))?;
-        Ok(Self { db, tables })
+        Ok(Self {
+            db: std::sync::Arc::new(db),
+            tables,
+            cache,
+        })
+    }
+
+    /// Resizes RocksDB's block cache (which serves tables kept on disk).
+    pub fn set_block_cache_bytes(&self, bytes: usize) {
+        self.cache
+            .clone()
+            .set_capacity(bytes.max(BLOCK_CACHE_BYTES));
+    }
+
+    /// A block source reading this database's tables.
+    pub fn table_blocks(&self) -> TableBlocks {
+        TableBlocks {
+            db: std::sync::Arc::clone(&self.db),
+        }
+    }
+
+    /// Bytes the table families hold on disk and in memtables, by
+    /// RocksDB's own accounting (what holding every block in memory
+    /// would take, about).
+    pub fn table_bytes(&self) -> Result<u64> {
+        let mut total = 0u64;
+        for t in 0..self.tables {
+            let family = self.table(t)?;
+            for property in [
+                "rocksdb.total-sst-files-size",
+                "rocksdb.cur-size-all-mem-tables",
+            ] {
+                total += self
+                    .db
+                    .property_int_value_cf(family, property)
+                    .map_err(db_error("reading table sizes"))?
+                    .unwrap_or(0);
+            }
+        }
+        Ok(total)
     }
 
     /// Number of table column families.

@@ -163,6 +163,36 @@ fn load_table(db: &Db, t: usize, book: BTreeMap<u32, crate::codec::Code>) -> Res
     ))
 }
 
+/// Reads table `t`'s block keys and sizes, leaving the blocks on disk
+/// (the tables exceed the memory budget).
+fn load_table_keys(
+    db: &Db,
+    t: usize,
+    book: BTreeMap<u32, crate::codec::Code>,
+) -> Result<TableState> {
+    let family = db.table(t)?;
+    let mut block_keys = Vec::new();
+    let mut sizes = Vec::new();
+    db.scan(family, &[], |k, v| {
+        block_keys.push(keys::parse_fingerprint(k).ok_or_else(|| {
+            Error::corrupt(
+                Location::Record { family: "table" },
+                format!("block key of {} bytes", k.len()),
+            )
+        })?);
+        let count = u16::try_from(crate::table::header_count(v)).unwrap_or(u16::MAX);
+        sizes.push((u32::try_from(v.len()).unwrap_or(u32::MAX), count));
+        Ok(true)
+    })?;
+    Ok(TableState::on_disk(
+        t,
+        block_keys,
+        sizes,
+        Arc::new(Codebook::from_codes(book)),
+        Arc::new(db.table_blocks()),
+    ))
+}
+
 /// Rebuilds the in-memory state from the database.
 fn load(dir: &Path, db: Db, manifest: Manifest, options: &Options) -> Result<Shared> {
     let plan = manifest.plan;
@@ -196,8 +226,19 @@ fn load(dir: &Path, db: Db, manifest: Manifest, options: &Options) -> Result<Sha
     // Tables load in parallel: reading, checksumming and copying a table's
     // blocks is independent of the others, and at 10M fingerprints a
     // table is ~56 MB.
+    let budget = options.effective_memory_budget();
+    let on_disk = db.table_bytes()? > budget;
+    if on_disk {
+        // Blocks are read through RocksDB: its block cache may use the
+        // budget the tables could not have.
+        db.set_block_cache_bytes(usize::try_from(budget).unwrap_or(usize::MAX));
+    }
     let states = super::parallel::map_indexed(tables, super::parallel::cores(), |t| {
-        load_table(&db, t, codes[t].clone())
+        if on_disk {
+            load_table_keys(&db, t, codes[t].clone())
+        } else {
+            load_table(&db, t, codes[t].clone())
+        }
     })
     .into_iter()
     .collect::<Result<Vec<TableState>>>()?;

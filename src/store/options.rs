@@ -67,6 +67,7 @@ pub struct Options {
     pub(crate) merge_threshold: Option<usize>,
     pub(crate) manual_compaction: bool,
     pub(crate) cold: bool,
+    pub(crate) memory_budget: Option<u64>,
 }
 
 impl Options {
@@ -130,6 +131,24 @@ impl Options {
         self
     }
 
+    /// Most bytes of compressed tables to hold in memory (default: half
+    /// the machine's physical memory, by `/proc/meminfo`; unlimited where
+    /// that cannot be read). When the tables take more at open, by
+    /// RocksDB's accounting of their families, blocks stay on disk: the
+    /// handle keeps only the block keys and sizes, and every probe reads
+    /// its blocks through RocksDB (and its block cache), CRC-checking
+    /// each read. Decided at open; a store that outgrows the budget while
+    /// open stays in memory until reopened.
+    pub fn memory_budget(mut self, bytes: u64) -> Self {
+        self.memory_budget = Some(bytes);
+        self
+    }
+
+    /// The memory budget in effect (see [`memory_budget`](Self::memory_budget)).
+    pub(crate) fn effective_memory_budget(&self) -> u64 {
+        self.memory_budget.unwrap_or_else(default_memory_budget)
+    }
+
     /// Block size in bytes (creation; default 1024). For tests that need
     /// many small blocks; not part of the stable API.
     #[doc(hidden)]
@@ -161,3 +180,18 @@ impl Options {
         Ok(())
     }
 }
+
+/// Half the machine's physical memory, or unlimited when unknown.
+fn default_memory_budget() -> u64 {
+    std::fs::read_to_string("/proc/meminfo")
+        .ok()
+        .and_then(|info| {
+            let line = info.lines().find(|l| l.starts_with("MemTotal:"))?;
+            let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+            Some(kib.saturating_mul(1024) / DEFAULT_MEMORY_DIVISOR)
+        })
+        .unwrap_or(u64::MAX)
+}
+
+/// The default memory budget is physical memory divided by this.
+pub const DEFAULT_MEMORY_DIVISOR: u64 = 2;

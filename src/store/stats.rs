@@ -34,6 +34,10 @@ pub struct Stats {
     /// The message of the last failed background compaction, if the most
     /// recent one failed.
     pub compaction_error: Option<String>,
+    /// Whether this handle holds the tables' blocks in memory (`false`:
+    /// they exceeded the memory budget at open and probes read them
+    /// through RocksDB; see [`Options::memory_budget`](super::Options::memory_budget)).
+    pub tables_in_memory: bool,
 }
 
 pub(crate) fn stats(shared: &Shared) -> Stats {
@@ -52,6 +56,7 @@ pub(crate) fn stats(shared: &Shared) -> Stats {
         plan_blocks: shared.plan.blocks(),
         expected_size: shared.expected_size,
         compaction_error: shared.compaction_error.lock().clone(),
+        tables_in_memory: state.tables.iter().all(|t| t.in_memory()),
     }
 }
 

@@ -163,14 +163,20 @@ pub fn merge(
             let bytes: Arc<[u8]> = bytes.into();
             keys.push(key);
             blocks.push(Slot {
-                bytes: Arc::clone(&bytes),
-                verified: true, // encoded here, CRC computed from these bytes
+                // A table on disk keeps only the new block's size; the
+                // caller writes `added` before the new state is used.
+                bytes: old.source.is_none().then(|| Arc::clone(&bytes)),
+                len: bytes.len() as u32,
+                count: crate::table::header_count(&bytes) as u16,
+                // Encoded here, CRC computed from these bytes; blocks read
+                // back from disk are checked on every read.
+                verified: old.source.is_none(),
                 marks: Marks::default(),
             });
             added.push((key, bytes));
         }
     }
-    let state = TableState::from_slots(old.number, keys, blocks, codes);
+    let state = TableState::from_slots(old.number, keys, blocks, codes, old.source.clone());
     Ok(MergeOutput {
         state,
         removed,

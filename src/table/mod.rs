@@ -20,6 +20,29 @@ use crate::codec::{
 use crate::error::{Error, Result};
 use crate::index;
 
+/// Where a table's blocks are read from when they are not held in memory
+/// (a store whose tables exceed its memory budget).
+pub trait BlockSource: Send + Sync + std::fmt::Debug {
+    /// The stored bytes of table `table`'s block with key `key`.
+    fn fetch(&self, table: usize, key: u64) -> Result<Arc<[u8]>>;
+}
+
+/// A block's bytes: borrowed from memory or fetched from its source.
+enum Bytes<'a> {
+    Held(&'a [u8]),
+    Fetched(Arc<[u8]>),
+}
+
+impl std::ops::Deref for Bytes<'_> {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        match self {
+            Bytes::Held(b) => b,
+            Bytes::Fetched(b) => b,
+        }
+    }
+}
+
 /// An immutable snapshot of one table. Compaction builds a new snapshot
 /// (sharing unchanged blocks) and swaps it in, so a query never sees a
 /// half-merged table.
@@ -33,6 +56,9 @@ pub struct TableState {
     blocks: Vec<Slot>,
     codes: Arc<Codebook>,
     fingerprints: u64,
+    /// Where blocks not held in memory are read from (`None`: every block
+    /// is held).
+    source: Option<Arc<dyn BlockSource>>,
 }
 
 impl TableState {
@@ -49,16 +75,47 @@ impl TableState {
             .into_iter()
             .map(|bytes| Slot {
                 verified: BlockView::parse(&bytes).is_ok(),
-                bytes,
+                len: bytes.len() as u32,
+                count: header_count(&bytes) as u16,
+                bytes: Some(bytes),
                 marks: marks::Marks::default(),
             })
             .collect();
-        Self::from_slots(number, keys, blocks, codes)
+        Self::from_slots(number, keys, blocks, codes, None)
     }
 
-    fn from_slots(number: usize, keys: Vec<u64>, blocks: Vec<Slot>, codes: Arc<Codebook>) -> Self {
+    /// A table whose blocks stay on disk: only the keys and each block's
+    /// length and fingerprint count (from its header) are held; probes
+    /// read blocks from `source`.
+    pub fn on_disk(
+        number: usize,
+        keys: Vec<u64>,
+        sizes: Vec<(u32, u16)>,
+        codes: Arc<Codebook>,
+        source: Arc<dyn BlockSource>,
+    ) -> Self {
+        let blocks = sizes
+            .into_iter()
+            .map(|(len, count)| Slot {
+                bytes: None,
+                len,
+                count,
+                verified: false,
+                marks: marks::Marks::default(),
+            })
+            .collect();
+        Self::from_slots(number, keys, blocks, codes, Some(source))
+    }
+
+    fn from_slots(
+        number: usize,
+        keys: Vec<u64>,
+        blocks: Vec<Slot>,
+        codes: Arc<Codebook>,
+        source: Option<Arc<dyn BlockSource>>,
+    ) -> Self {
         debug_assert_eq!(blocks.len(), keys.len());
-        let fingerprints = blocks.iter().map(|b| header_count(&b.bytes)).sum();
+        let fingerprints = blocks.iter().map(|b| u64::from(b.count)).sum();
         Self {
             number,
             directory: index::Directory::new(&keys),
@@ -66,7 +123,14 @@ impl TableState {
             blocks,
             codes,
             fingerprints,
+            source,
         }
+    }
+
+    /// Whether every block is held in memory (otherwise probes read blocks
+    /// through the table's source).
+    pub fn in_memory(&self) -> bool {
+        self.source.is_none()
     }
 
     /// The table number.
@@ -79,9 +143,10 @@ impl TableState {
         &self.keys
     }
 
-    /// The encoded blocks, in key order.
-    pub fn blocks(&self) -> impl ExactSizeIterator<Item = &Arc<[u8]>> + '_ {
-        self.blocks.iter().map(|b| &b.bytes)
+    /// The encoded blocks held in memory, in key order (all of them
+    /// unless the table is on disk).
+    pub fn blocks(&self) -> impl Iterator<Item = &Arc<[u8]>> + '_ {
+        self.blocks.iter().filter_map(|b| b.bytes.as_ref())
     }
 
     /// The table's codes.
@@ -107,17 +172,27 @@ impl TableState {
 
     /// Total encoded bytes of all blocks, headers included.
     pub fn encoded_bytes(&self) -> u64 {
-        self.blocks.iter().map(|b| b.bytes.len() as u64).sum()
+        self.blocks.iter().map(|b| u64::from(b.len)).sum()
     }
 
-    /// Parses block `j` and finds its code, checking its key.
-    fn view(&self, j: usize) -> Result<(BlockView<'_>, &Code)> {
+    /// Block `j`'s bytes: borrowed when held, else read from the source.
+    #[inline(always)]
+    fn bytes(&self, j: usize) -> Result<Bytes<'_>> {
+        match (&self.blocks[j].bytes, &self.source) {
+            (Some(b), _) => Ok(Bytes::Held(b)),
+            (None, Some(source)) => source.fetch(self.number, self.keys[j]).map(Bytes::Fetched),
+            (None, None) => Err(self.corrupt(self.keys[j], "block not held and no source".into())),
+        }
+    }
+
+    /// Parses block `j`'s `bytes` and finds its code, checking its key.
+    #[inline(always)]
+    fn parse<'b>(&self, j: usize, bytes: &'b [u8]) -> Result<(BlockView<'b>, &Code)> {
         let key = self.keys[j];
-        let slot = &self.blocks[j];
-        let view = if slot.verified {
-            BlockView::parse_verified(&slot.bytes)
+        let view = if self.blocks[j].verified {
+            BlockView::parse_verified(bytes)
         } else {
-            BlockView::parse(&slot.bytes)
+            BlockView::parse(bytes)
         }
         .map_err(|e| Error::block(self.number, key, &e))?;
         if view.first() != key {
@@ -148,7 +223,8 @@ impl TableState {
     /// Decodes block `j` completely into `out`, checking its padding.
     #[inline(always)]
     pub fn decode_block(&self, j: usize, out: &mut Vec<u64>) -> Result<()> {
-        let (view, code) = self.view(j)?;
+        let bytes = self.bytes(j)?;
+        let (view, code) = self.parse(j, &bytes)?;
         view.decode_into(code, out)
             .map_err(|e| Error::block(self.number, self.keys[j], &e))
     }
@@ -204,7 +280,9 @@ impl TableState {
             if let Some(points) = slot.marks.built() {
                 prefetch(points);
             }
-            prefetch(slot.bytes.get(..1).unwrap_or_default());
+            if let Some(bytes) = &slot.bytes {
+                prefetch(bytes.get(..1).unwrap_or_default());
+            }
         }
     }
 
@@ -222,7 +300,10 @@ impl TableState {
             let Some(slot) = self.blocks.get(j) else {
                 break;
             };
-            let len = slot.bytes.len();
+            let Some(bytes) = &slot.bytes else {
+                break;
+            };
+            let len = bytes.len();
             let end = match self.keys.get(j + 1) {
                 Some(&next) if next <= hi => len,
                 Some(&next) => {
@@ -233,7 +314,7 @@ impl TableState {
                 }
                 None => len,
             };
-            prefetch(slot.bytes.get(from..end.min(len)).unwrap_or_default());
+            prefetch(bytes.get(from..end.min(len)).unwrap_or_default());
             if end < len || self.keys.get(j + 1).is_none_or(|&next| next > hi) {
                 break;
             }
@@ -250,7 +331,11 @@ impl TableState {
             if stop.load(std::sync::atomic::Ordering::Relaxed) {
                 return;
             }
-            if let Ok((view, code)) = self.view(j) {
+            // Points are kept only for blocks held in memory.
+            let Some(bytes) = &self.blocks[j].bytes else {
+                continue;
+            };
+            if let Ok((view, code)) = self.parse(j, bytes) {
                 self.blocks[j].marks.build_now(&view, code);
             }
         }
@@ -271,7 +356,8 @@ impl TableState {
             if self.keys[j] > hi {
                 break;
             }
-            let (view, code) = self.view(j)?;
+            let bytes = self.bytes(j)?;
+            let (view, code) = self.parse(j, &bytes)?;
             let point = self.first_point(j, &view, code, start, lo);
             match self.scan_block(j, &view, code, point, lo, hi, &mut visit)? {
                 Visit::Exhausted => {}
@@ -299,7 +385,8 @@ impl TableState {
     ) -> Result<bool> {
         let mut j = start.block;
         while j < self.keys.len() && self.keys[j] <= hi {
-            let (view, code) = self.view(j)?;
+            let bytes = self.bytes(j)?;
+            let (view, code) = self.parse(j, &bytes)?;
             let first_block = j == start.block;
             let visited = match self.blocks[j].marks.built() {
                 Some(points) => {
@@ -353,6 +440,8 @@ impl TableState {
         if j != start.block {
             return None;
         }
+        // Points are kept only for blocks held in memory.
+        self.blocks[j].bytes.as_ref()?;
         start
             .point
             .or_else(|| point_at(self.blocks[j].marks.get(view, code)?, lo))
@@ -517,8 +606,13 @@ pub(crate) fn prefetch<T>(items: &[T]) {
 /// A block as a table holds it in memory.
 #[derive(Debug, Clone)]
 struct Slot {
-    /// The encoded block, exactly as stored.
-    bytes: Arc<[u8]>,
+    /// The encoded block, exactly as stored; `None` when the table is on
+    /// disk (its source holds it).
+    bytes: Option<Arc<[u8]>>,
+    /// Its length in bytes.
+    len: u32,
+    /// Its fingerprint count (by its header; 0 when unreadable).
+    count: u16,
     /// Its CRC matched when it came into memory, so queries need not
     /// recompute it. A block that failed keeps failing, with the checksum
     /// error, whenever it is read.
@@ -528,7 +622,7 @@ struct Slot {
 }
 
 /// The fingerprint count in a block header, 0 when the header is unreadable.
-fn header_count(block: &[u8]) -> u64 {
+pub(crate) fn header_count(block: &[u8]) -> u64 {
     BlockHeader::read_from_prefix(block).map_or(0, |(h, _)| u64::from(h.count.get()))
 }
 
