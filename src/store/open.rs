@@ -140,38 +140,17 @@ fn fingerprint_key(family: &'static str, k: &[u8]) -> Result<u64> {
     })
 }
 
-/// Reads table `t`'s blocks into memory.
-fn load_table(db: &Db, t: usize, book: BTreeMap<u32, crate::codec::Code>) -> Result<TableState> {
-    let family = db.table(t)?;
-    let mut block_keys = Vec::new();
-    let mut blocks: Vec<Arc<[u8]>> = Vec::new();
-    db.scan(family, &[], |k, v| {
-        block_keys.push(keys::parse_fingerprint(k).ok_or_else(|| {
-            Error::corrupt(
-                Location::Record { family: "table" },
-                format!("block key of {} bytes", k.len()),
-            )
-        })?);
-        blocks.push(Arc::from(v));
-        Ok(true)
-    })?;
-    Ok(TableState::new(
-        t,
-        block_keys,
-        blocks,
-        Arc::new(Codebook::from_codes(book)),
-    ))
-}
-
-/// Reads table `t`'s block keys and sizes, leaving the blocks on disk
-/// (the tables exceed the memory budget).
-fn load_table_keys(
+/// Reads table `t`: its blocks into memory, or (`on_disk`, the tables
+/// exceed the memory budget) only each block's key, length and count.
+fn load_table(
     db: &Db,
     t: usize,
     book: BTreeMap<u32, crate::codec::Code>,
+    on_disk: bool,
 ) -> Result<TableState> {
     let family = db.table(t)?;
     let mut block_keys = Vec::new();
+    let mut blocks: Vec<Arc<[u8]>> = Vec::new();
     let mut sizes = Vec::new();
     db.scan(family, &[], |k, v| {
         block_keys.push(keys::parse_fingerprint(k).ok_or_else(|| {
@@ -180,17 +159,20 @@ fn load_table_keys(
                 format!("block key of {} bytes", k.len()),
             )
         })?);
-        let count = u16::try_from(crate::table::header_count(v)).unwrap_or(u16::MAX);
-        sizes.push((u32::try_from(v.len()).unwrap_or(u32::MAX), count));
+        if on_disk {
+            let count = u16::try_from(crate::table::header_count(v)).unwrap_or(u16::MAX);
+            sizes.push((u32::try_from(v.len()).unwrap_or(u32::MAX), count));
+        } else {
+            blocks.push(Arc::from(v));
+        }
         Ok(true)
     })?;
-    Ok(TableState::on_disk(
-        t,
-        block_keys,
-        sizes,
-        Arc::new(Codebook::from_codes(book)),
-        Arc::new(db.table_blocks()),
-    ))
+    let codes = Arc::new(Codebook::from_codes(book));
+    Ok(if on_disk {
+        TableState::on_disk(t, block_keys, sizes, codes, Arc::new(db.table_blocks()))
+    } else {
+        TableState::new(t, block_keys, blocks, codes)
+    })
 }
 
 /// Rebuilds the in-memory state from the database.
@@ -234,11 +216,7 @@ fn load(dir: &Path, db: Db, manifest: Manifest, options: &Options) -> Result<Sha
         db.set_block_cache_bytes(usize::try_from(budget).unwrap_or(usize::MAX));
     }
     let states = super::parallel::map_indexed(tables, super::parallel::cores(), |t| {
-        if on_disk {
-            load_table_keys(&db, t, codes[t].clone())
-        } else {
-            load_table(&db, t, codes[t].clone())
-        }
+        load_table(&db, t, codes[t].clone(), on_disk)
     })
     .into_iter()
     .collect::<Result<Vec<TableState>>>()?;
