@@ -160,8 +160,8 @@ fn load_table(
             )
         })?);
         if on_disk {
-            let count = u16::try_from(crate::table::header_count(v)).unwrap_or(u16::MAX);
-            sizes.push((u32::try_from(v.len()).unwrap_or(u32::MAX), count));
+            let len = u32::try_from(v.len()).unwrap_or(u32::MAX);
+            sizes.push((len, crate::table::header_count(v)));
         } else {
             blocks.push(Arc::from(v));
         }
@@ -205,9 +205,6 @@ fn load(dir: &Path, db: Db, manifest: Manifest, options: &Options) -> Result<Sha
         Ok(true)
     })?;
 
-    // Tables load in parallel: reading, checksumming and copying a table's
-    // blocks is independent of the others, and at 10M fingerprints a
-    // table is ~56 MB.
     let budget = options.effective_memory_budget();
     let on_disk = db.table_bytes()? > budget;
     if on_disk {
@@ -215,6 +212,9 @@ fn load(dir: &Path, db: Db, manifest: Manifest, options: &Options) -> Result<Sha
         // budget the tables could not have.
         db.set_block_cache_bytes(usize::try_from(budget).unwrap_or(usize::MAX));
     }
+    // Tables load in parallel: reading, checksumming and copying a table's
+    // blocks is independent of the others, and at 10M fingerprints a
+    // table is ~56 MB.
     let states = super::parallel::map_indexed(tables, super::parallel::cores(), |t| {
         load_table(&db, t, codes[t].clone(), on_disk)
     })

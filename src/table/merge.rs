@@ -147,7 +147,7 @@ pub fn merge(
             len if len >= 2 && underfull(&encoded[len - 1]) => {
                 let last_two: usize = encoded[len - 2..]
                     .iter()
-                    .map(|b| crate::table::header_count(b) as usize)
+                    .map(|b| usize::from(crate::table::header_count(b)))
                     .sum();
                 let (a, b) = fps[fps.len() - last_two..].split_at(last_two / 2);
                 encoded.truncate(len - 2);
@@ -159,7 +159,7 @@ pub fn merge(
         let mut offset = 0;
         for bytes in encoded {
             let key = fps[offset];
-            offset += crate::table::header_count(&bytes) as usize;
+            offset += usize::from(crate::table::header_count(&bytes));
             let bytes: Arc<[u8]> = bytes.into();
             keys.push(key);
             blocks.push(Slot {
@@ -167,7 +167,7 @@ pub fn merge(
                 // caller writes `added` before the new state is used.
                 bytes: old.source.is_none().then(|| Arc::clone(&bytes)),
                 len: bytes.len() as u32,
-                count: crate::table::header_count(&bytes) as u16,
+                count: crate::table::header_count(&bytes),
                 // Encoded here, CRC computed from these bytes; blocks read
                 // back from disk are checked on every read.
                 verified: old.source.is_none(),

@@ -76,7 +76,7 @@ impl TableState {
             .map(|bytes| Slot {
                 verified: BlockView::parse(&bytes).is_ok(),
                 len: bytes.len() as u32,
-                count: header_count(&bytes) as u16,
+                count: header_count(&bytes),
                 bytes: Some(bytes),
                 marks: marks::Marks::default(),
             })
@@ -622,8 +622,8 @@ struct Slot {
 }
 
 /// The fingerprint count in a block header, 0 when the header is unreadable.
-pub(crate) fn header_count(block: &[u8]) -> u64 {
-    BlockHeader::read_from_prefix(block).map_or(0, |(h, _)| u64::from(h.count.get()))
+pub(crate) fn header_count(block: &[u8]) -> u16 {
+    BlockHeader::read_from_prefix(block).map_or(0, |(h, _)| h.count.get())
 }
 
 #[cfg(test)]
@@ -686,7 +686,7 @@ mod tests {
         let mut at = 0;
         for b in &encoded {
             keys.push(fps[at]);
-            at += header_count(b) as usize;
+            at += usize::from(header_count(b));
         }
         let blocks = encoded.into_iter().map(Arc::from).collect();
         let mut table =
