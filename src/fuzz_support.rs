@@ -18,10 +18,58 @@ pub fn decode_arbitrary(data: &[u8]) {
         let mut fast = Vec::new();
         let fast = view.decode_into(&code, &mut fast).map(|()| fast);
         assert_eq!(fast, view.decode_slow(&code), "decoders disagree");
+        sweep_arbitrary(&view, &code);
     }
     let _ = crate::format::manifest::Manifest::decode(bytes);
     let _ = crate::format::records::decode_code(bytes);
     let _ = crate::format::records::decode_counters(bytes);
+}
+
+/// Sweeps a parsed (possibly malformed) block as one lane and as two (split
+/// at a resume point of the checked iterator): the sweep never reports a
+/// value the checked iterator does not decode first, and a single lane
+/// reports them in its order.
+fn sweep_arbitrary(view: &BlockView<'_>, code: &Code) {
+    use crate::codec::{sweep_stretches, LaneVisit};
+
+    let mut iter = view.iter(code);
+    let mut checked = Vec::new();
+    let mut middle = None;
+    while let Some(Ok(v)) = iter.next() {
+        checked.push(v);
+        if checked.len() == view.count() / 2 {
+            middle = iter.resume_point();
+        }
+    }
+    let stream = view.stream_bytes();
+    let mut one = Vec::new();
+    let lane = |_| Some(view.lane(usize::MAX));
+    let end = sweep_stretches(stream, code, lane, 0, 0, 0, 64, |v, _| {
+        one.push(v);
+        true
+    });
+    let after_first = checked.get(1..).unwrap_or_default();
+    assert_eq!(
+        one,
+        after_first[..one.len().min(after_first.len())],
+        "one lane"
+    );
+    if end == LaneVisit::Done {
+        assert_eq!(one.len() + 1, view.count(), "one lane stopped short");
+    }
+    if let Some(point) = middle {
+        let half = usize::from(point.index);
+        let stretch = |m| match m {
+            0 => Some(view.lane(half)),
+            _ => view.lane_from(point, usize::MAX),
+        };
+        let mut two = Vec::new();
+        sweep_stretches(stream, code, stretch, 0, 1, 0, 64, |v, _| {
+            two.push(v);
+            true
+        });
+        assert!(two.iter().all(|v| checked.contains(v)), "two lanes");
+    }
 }
 
 /// Interprets bytes as a run of fingerprints and a block size, encodes the

@@ -293,6 +293,12 @@ impl<'a> BlockView<'a> {
         self.stream
     }
 
+    /// The bit stream after the first fingerprint, as
+    /// [`sweep_lanes`](super::sweep_lanes) takes it.
+    pub fn stream_bytes(&self) -> &'a [u8] {
+        self.stream
+    }
+
     /// Number of fingerprints in the block.
     pub fn count(&self) -> usize {
         usize::from(self.header.count.get())

@@ -6,13 +6,15 @@ pub mod bits;
 pub mod block;
 pub mod huffman;
 pub mod lanes;
+pub mod sweep;
 
 pub use block::{
     encode_blocks, BlockHeader, BlockIter, BlockView, DecodeError, EncodeError, ResumePoint, Visit,
     BLOCK_VERSION, HEADER_LEN, MIN_BLOCK_LEN,
 };
 pub use huffman::{Code, CodeError, MAX_CODE_LEN, SYMBOLS};
-pub use lanes::{visit_lanes, Lane, LaneVisit};
+pub use lanes::{Lane, LaneVisit};
+pub use sweep::{sweep_lanes, sweep_stretches};
 
 /// Histogram of delta positions `h` between successive fingerprints of a
 /// sorted run: the measured distribution a table's code is built from.

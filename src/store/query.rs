@@ -112,10 +112,10 @@ fn collect_portable(
         })
         .collect();
     for p in &mut probes {
-        p.block = state.tables[p.t].probe_block(p.keys.clone(), p.lo);
+        p.block = state.tables[p.t].probe_block(p.keys.clone(), p.lo, p.hi);
     }
     for p in &probes {
-        state.tables[p.t].probe_touch(p.block);
+        state.tables[p.t].probe_touch(p.block, p.hi);
     }
     for p in &mut probes {
         p.start = Some(state.tables[p.t].probe_start_at(p.block, p.lo, p.hi));
@@ -140,11 +140,10 @@ fn collect_portable(
                 }
             }
         }
-        // The visitor runs for every decoded fingerprint: the distance
-        // test stays inline, the rare hit goes out of line.
-        state.tables[t].scan_unordered(start, lo, hi, |p| {
-            let d = (p ^ q).count_ones();
-            d > k || !accept(spec, state, p, d, &mut found) || !first
+        // The distance test runs inside the decoding loop; the rare near
+        // value comes out to be recorded.
+        state.tables[t].scan_near(start, lo, hi, q, k, |p, d| {
+            !accept(spec, state, p, d, &mut found) || !first
         })?;
         if first && !found.is_empty() {
             return Ok(found);

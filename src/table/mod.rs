@@ -15,7 +15,7 @@ pub use codes::Codebook;
 pub use merge::{merge, MergeOutput};
 
 use crate::codec::{
-    visit_lanes, BlockHeader, BlockView, Code, LaneVisit, ResumePoint, Visit, MIN_BLOCK_LEN,
+    sweep_stretches, BlockHeader, BlockView, Code, LaneVisit, ResumePoint, Visit, MIN_BLOCK_LEN,
 };
 use crate::error::{Error, Result};
 use crate::index;
@@ -247,8 +247,8 @@ impl TableState {
     #[inline]
     pub fn probe_start(&self, lo: u64, hi: u64) -> ProbeStart {
         let keys = self.probe_keys(lo);
-        let block = self.probe_block(keys, lo);
-        self.probe_touch(block);
+        let block = self.probe_block(keys, lo, hi);
+        self.probe_touch(block, hi);
         self.probe_start_at(block, lo, hi)
     }
 
@@ -263,20 +263,29 @@ impl TableState {
     }
 
     /// Stage 1: the block holding `lo`'s place, searched within `keys`
-    /// (from stage 0); asks the processor for that block's slot.
+    /// (from stage 0); asks the processor for that block's slot, and the
+    /// next block's when the range `lo..=hi` reaches into it.
     #[inline]
-    pub fn probe_block(&self, keys: std::ops::Range<usize>, lo: u64) -> usize {
+    pub fn probe_block(&self, keys: std::ops::Range<usize>, lo: u64, hi: u64) -> usize {
         let block = index::locate_within(&self.keys, keys, lo).unwrap_or(0);
-        if let Some(slot) = self.blocks.get(block) {
-            prefetch(std::slice::from_ref(slot));
-        }
+        let end = block + 1 + usize::from(self.reaches_next(block, hi));
+        prefetch(self.blocks.get(block..end).unwrap_or_default());
         block
     }
 
-    /// Stage 2: asks for the block's resume points and first bytes.
+    /// Whether a range ending at `hi` that starts in block `j` reaches
+    /// into block `j + 1`.
+    #[inline(always)]
+    fn reaches_next(&self, j: usize, hi: u64) -> bool {
+        self.keys.get(j + 1).is_some_and(|&next| next <= hi)
+    }
+
+    /// Stage 2: asks for the resume points and first bytes of the block
+    /// (and of the next, when the range reaches into it).
     #[inline]
-    pub fn probe_touch(&self, block: usize) {
-        if let Some(slot) = self.blocks.get(block) {
+    pub fn probe_touch(&self, block: usize, hi: u64) {
+        let end = block + 1 + usize::from(self.reaches_next(block, hi));
+        for slot in self.blocks.get(block..end).unwrap_or_default() {
             if let Some(points) = slot.marks.built() {
                 prefetch(points);
             }
@@ -368,20 +377,22 @@ impl TableState {
         Ok(false)
     }
 
-    /// Like [`scan_from`](Self::scan_from), for callers that judge each
-    /// value on its own (a distance test): besides every fingerprint in
-    /// `lo..=hi` it may visit stored fingerprints near that range, some
-    /// twice, not in order. In blocks whose resume points are built it
-    /// decodes the stretches between them two at a time
-    /// ([`visit_lanes`](crate::codec::visit_lanes)), which overlaps their
-    /// decoding chains.
+    /// Calls `near(v, d)` for the stored permuted fingerprints `v` in
+    /// `lo..=hi` at distance `d <= k` from `q`, until it returns `false`
+    /// (then `true`: stopped early). It may also report stored values near
+    /// that range (any value within `k` of `q` is a match whatever its
+    /// range), some twice, not in order. In blocks whose resume points are
+    /// built it sweeps the stretches between them four at a time
+    /// ([`sweep_stretches`](crate::codec::sweep_stretches)).
     #[inline(always)]
-    pub fn scan_unordered(
+    pub fn scan_near(
         &self,
         start: ProbeStart,
         lo: u64,
         hi: u64,
-        mut visit: impl FnMut(u64) -> bool,
+        q: u64,
+        k: u32,
+        mut near: impl FnMut(u64, u32) -> bool,
     ) -> Result<bool> {
         let mut j = start.block;
         while j < self.keys.len() && self.keys[j] <= hi {
@@ -398,7 +409,15 @@ impl TableState {
                         0
                     };
                     let to = points.partition_point(|p| p.fingerprint() <= hi);
-                    match lanes(&view, code, points, from, to, &mut visit) {
+                    if from == 0 && !within(q, k, &mut near)(view.first()) {
+                        return Ok(true);
+                    }
+                    let stretch = |m: usize| match m.checked_sub(1) {
+                        None => Some(view.lane(marks::STRIDE - 1)),
+                        Some(p) => view.lane_from(points.get(p)?.point(p), marks::STRIDE),
+                    };
+                    let stream = view.stream_bytes();
+                    match sweep_stretches(stream, code, stretch, from, to, q, k, &mut near) {
                         LaneVisit::Done => Visit::Exhausted,
                         LaneVisit::Stopped => Visit::Stopped,
                         // Decode the stretch again with the checked
@@ -407,12 +426,14 @@ impl TableState {
                             let point = from
                                 .checked_sub(1)
                                 .and_then(|m| Some(points.get(m)?.point(m)));
+                            let mut visit = within(q, k, &mut near);
                             self.scan_block(j, &view, code, point, lo, hi, &mut visit)?
                         }
                     }
                 }
                 None => {
                     let point = self.first_point(j, &view, code, start, lo);
+                    let mut visit = within(q, k, &mut near);
                     self.scan_block(j, &view, code, point, lo, hi, &mut visit)?
                 }
             };
@@ -538,41 +559,14 @@ fn point_at(points: &[marks::Mark], lo: u64) -> Option<ResumePoint> {
     Some(points.get(m)?.point(m))
 }
 
-/// Visits the stretches `from..=to` of a block (stretch 0 is the first
-/// fingerprint and the ones up to the first resume point; stretch `m` the
-/// ones after point `m - 1`, up to the next), two at a time.
+/// A visitor of every decoded value that passes those within `k` of `q`
+/// (with their distance) to `near`.
 #[inline(always)]
-fn lanes(
-    view: &BlockView<'_>,
-    code: &Code,
-    points: &[marks::Mark],
-    from: usize,
-    to: usize,
-    visit: &mut impl FnMut(u64) -> bool,
-) -> LaneVisit {
-    let lane = |m: usize| match m.checked_sub(1) {
-        None => Some(view.lane(marks::STRIDE - 1)),
-        Some(p) => view.lane_from(points.get(p)?.point(p), marks::STRIDE),
-    };
-    if from == 0 && !visit(view.first()) {
-        return LaneVisit::Stopped;
+fn within(q: u64, k: u32, near: &mut impl FnMut(u64, u32) -> bool) -> impl FnMut(u64) -> bool + '_ {
+    move |v| {
+        let d = (v ^ q).count_ones();
+        d > k || near(v, d)
     }
-    let mut m = from;
-    while m <= to {
-        let pair = if m < to {
-            lane(m).zip(lane(m + 1))
-        } else {
-            lane(m).map(|a| (a, view.lane(0)))
-        };
-        let Some((mut a, mut b)) = pair else {
-            return LaneVisit::Careful;
-        };
-        match visit_lanes(code, &mut a, &mut b, &mut *visit) {
-            LaneVisit::Done => m += 2,
-            other => return other,
-        }
-    }
-    LaneVisit::Done
 }
 
 /// Asks the processor to bring `items` into cache, without waiting.
@@ -656,21 +650,41 @@ mod tests {
             true
         })
         .unwrap();
-        // The unordered scan visits the same values, perhaps with stored
-        // neighbours outside the range and repeats.
+        // The near scan with a distance reaching everything reports the
+        // same values, perhaps with stored neighbours outside the range and
+        // repeats; with distance 3 from a value in the range, exactly the
+        // range's values within 3 of it, perhaps with stored others.
         let mut unordered = Vec::new();
-        t.scan_unordered(t.probe_start(lo, hi), lo, hi, |v| {
+        t.scan_near(t.probe_start(lo, hi), lo, hi, lo, 64, |v, d| {
+            assert_eq!(d, (v ^ lo).count_ones());
             unordered.push(v);
             true
         })
         .unwrap();
+        let q = got.get(got.len() / 2).map_or(lo, |&v| v ^ 0b101);
+        let mut near = Vec::new();
+        t.scan_near(t.probe_start(lo, hi), lo, hi, q, 3, |v, d| {
+            assert!(d <= 3 && d == (v ^ q).count_ones());
+            near.push(v);
+            true
+        })
+        .unwrap();
+        for &v in unordered.iter().chain(&near) {
+            assert!(t.contains(v).unwrap(), "near scan made up {v:x}");
+        }
+        near.retain(|&v| v >= lo && v <= hi);
+        near.sort_unstable();
+        near.dedup();
+        let want: Vec<u64> = got
+            .iter()
+            .copied()
+            .filter(|v| (v ^ q).count_ones() <= 3)
+            .collect();
+        assert_eq!(near, want, "near scan of {lo:x}..={hi:x} around {q:x}");
         unordered.sort_unstable();
         unordered.dedup();
-        for &v in &unordered {
-            assert!(t.contains(v).unwrap(), "unordered scan made up {v:x}");
-        }
         unordered.retain(|&v| v >= lo && v <= hi);
-        assert_eq!(unordered, got, "unordered scan of {lo:x}..={hi:x}");
+        assert_eq!(unordered, got, "near scan of {lo:x}..={hi:x}");
         got
     }
 
