@@ -285,11 +285,15 @@ impl Drop for Store {
             compact::stop_compactor(&self.shared, handle);
         }
         // Buffered writes since the last sync become durable at a clean
-        // close; a failure here has no one to report to, and the next open
-        // recovers whatever reached the disk.
+        // close, and the memtables go to table files so the next open has
+        // no log to replay (RocksDB would not flush them at close, and
+        // recovery leaves them for a flush behind the open); a failure here
+        // has no one to report to, and the next open recovers whatever
+        // reached the disk.
         if !self.shared.sync_writes() {
             let _ = self.shared.db.flush_wal();
         }
+        let _ = self.shared.db.flush();
     }
 }
 

@@ -89,7 +89,12 @@ pub(crate) fn open(dir: &Path, options: &Options) -> Result<Shared> {
         ));
     }
     check_compatible(&manifest, options)?;
-    load(dir, db, manifest, options)
+    let shared = load(dir, db, manifest, options)?;
+    // What recovery replayed from the log stays in memtables (RocksDB is
+    // told not to flush during recovery, which would delay the open);
+    // flush it now, behind the open, so the next open need not replay it.
+    shared.db.start_flush();
+    Ok(shared)
 }
 
 /// Creation options given at open must agree with the manifest.
