@@ -220,6 +220,16 @@ fn seal(writer: BitWriter, count: u16, code_id: u32) -> Vec<u8> {
     bytes
 }
 
+/// Rewrites a block's CRC to match its bytes: for tests that need blocks
+/// whose checksum passes but whose stream is damaged.
+#[cfg(test)]
+pub(crate) fn reseal(block: &mut [u8]) {
+    let crc = checksum(block);
+    if let Some(field) = block.get_mut(CRC_OFFSET..HEADER_LEN) {
+        field.copy_from_slice(&crc.to_be_bytes());
+    }
+}
+
 fn checksum(block: &[u8]) -> u32 {
     let mut hasher = crc32fast::Hasher::new();
     hasher.update(block.get(..CRC_OFFSET).unwrap_or_default());

@@ -54,6 +54,9 @@ pub struct Code {
     /// (Self::fast_entry). Small enough that the codes of all tables a
     /// query probes stay in the first-level cache together.
     fast: [u32; 1 << FAST_BITS],
+    /// The same steps as bytes, for the sweep: `[total, h, length, 64 - h]`;
+    /// total 0 (not a fast step) also for h = 0.
+    steps: [[u8; 4]; 1 << FAST_BITS],
 }
 
 /// Index width of the first-level decoding table.
@@ -115,11 +118,19 @@ impl Code {
                 *slot = ((symbol + len) << 16) | (symbol << 8) | len;
             }
         }
+        let mut steps = [[0u8; 4]; 1 << FAST_BITS];
+        for (step, &entry) in steps.iter_mut().zip(&fast) {
+            let (total, h, len) = (entry >> 16, (entry >> 8) & 0x3f, entry & 0xff);
+            if entry != 0 && h != 0 {
+                *step = [total as u8, h as u8, len as u8, (64 - h) as u8];
+            }
+        }
         Ok(Self {
             lengths,
             words,
             table,
             fast,
+            steps,
         })
     }
 
@@ -161,6 +172,13 @@ impl Code {
     #[inline(always)]
     pub fn fast_entry(&self, window: u64) -> u32 {
         self.fast[(window >> (64 - u32::from(FAST_BITS))) as usize]
+    }
+
+    /// The sweep's step for a window: `[total, h, length, 64 - h]`, total
+    /// 0 when the step is not a fast one or h is 0.
+    #[inline(always)]
+    pub fn step_bytes(&self, window: u64) -> &[u8; 4] {
+        &self.steps[(window >> (64 - u32::from(FAST_BITS))) as usize]
     }
 
     /// Decodes one symbol a bit at a time, by the canonical-code rule.

@@ -7,10 +7,17 @@
 //! The kernel steps `L` independent stretches (between resume points) in
 //! lockstep, their bit positions and last values in registers, while every
 //! step is a fast one (code word and low bits inside an in-bounds
-//! eight-byte window); it tests each value's distance itself and calls out
-//! only for the rare near value. A long code word, the block's end or a
-//! malformed stream ends the lockstep part, and each lane's own checked
-//! steps finish it.
+//! eight-byte window, read through byte tables of the code); it tests each
+//! value's distance itself and calls out only for the rare near value. A
+//! long code word, a delta of one bit (h = 0) or the block's end ends the
+//! lockstep part, and each lane's own checked steps finish it.
+//!
+//! The fast step does not check what the checked decoder checks on every
+//! value (that it grows): the kernel is for streams the checked decoder
+//! has accepted in full, which the store knows of a block once it has
+//! built the block's resume points (see `table::marks`). On any other
+//! bytes it stays within the stream and reports values within `k` of the
+//! query, but they may not be the block's.
 
 use super::huffman::Code;
 use super::lanes::{Lane, LaneVisit};
@@ -18,7 +25,8 @@ use super::lanes::{Lane, LaneVisit};
 /// Sweeps stretches `from..=to` of a block (`stretch(m)` makes stretch
 /// `m`'s lane; `None` when it cannot, which ends the sweep `Careful`),
 /// four lanes in lockstep and the rest in smaller groups; see
-/// [`sweep_lanes`].
+/// [`sweep_lanes`]. The block's stream must be one the checked decoder
+/// decodes in full (see the module documentation).
 #[allow(clippy::too_many_arguments)]
 #[inline(always)]
 pub fn sweep_stretches<'a>(
@@ -86,8 +94,10 @@ fn group<'a, const L: usize>(
 /// Decodes `lanes` (stretches of the block whose stream is `stream`),
 /// calling `near(v, d)` for every decoded value `v` at distance
 /// `d = (v ^ q).count_ones() <= k`, until it returns `false` (then
-/// `Stopped`). Values arrive in no particular order. Ends `Careful` when a
-/// lane met a malformed stream (values reported before were correct).
+/// `Stopped`). Values arrive in no particular order. The stream must be
+/// one the checked decoder decodes in full (see the module documentation);
+/// a lane that still meets an error in its checked steps (a stretch
+/// running past the stream) ends the sweep `Careful`.
 #[inline(always)]
 pub fn sweep_lanes<const L: usize>(
     stream: &[u8],
@@ -125,20 +135,18 @@ pub fn sweep_lanes<const L: usize>(
             // the eight bytes read lie within `stream`.
             let word = unsafe { base.add(p / 8).cast::<[u8; 8]>().read_unaligned() };
             let window = u64::from_be_bytes(word) << (p % 8);
-            let entry = code.fast_entry(window);
-            let (total, h, len) = (entry >> 16, (entry >> 8) & 0x3f, entry & 0xff);
-            // Bit h of the successor flips from 0 to 1; a set bit h is
-            // malformed (the checked step reports it).
-            let above = prev[i] >> h;
-            if entry == 0 || above & 1 != 0 {
+            let step = code.step_bytes(window);
+            let total = step[0];
+            if total == 0 {
                 stopped = i;
                 break 'lockstep;
             }
-            // The `h` bits after the code word (none when h = 0).
-            let low = ((window << len) >> 1) >> (63 - h);
+            let (h, len, rest) = (u32::from(step[1]), u32::from(step[2]), u32::from(step[3]));
+            let above = prev[i] >> h;
+            let low = (window << len) >> rest;
             let v = ((above | 1) << h) | low;
             prev[i] = v;
-            pos[i] = p + total as usize;
+            pos[i] = p + usize::from(total);
             let d = (v ^ q).count_ones();
             if d <= k && !near(v, d) {
                 return LaneVisit::Stopped;

@@ -50,6 +50,9 @@ impl Mark {
 #[derive(Debug, Default)]
 pub struct Marks {
     seen: AtomicBool,
+    /// Whether building them decoded the whole block without an error
+    /// (set before `points`, so read after it).
+    clean: AtomicBool,
     points: OnceLock<Box<[Mark]>>,
 }
 
@@ -61,6 +64,7 @@ impl Clone for Marks {
         }
         Self {
             seen: AtomicBool::new(self.seen.load(Ordering::Relaxed)),
+            clean: AtomicBool::new(self.clean.load(Ordering::Relaxed)),
             points,
         }
     }
@@ -75,18 +79,36 @@ impl Marks {
         if !self.seen.swap(true, Ordering::Relaxed) {
             return None;
         }
-        Some(self.points.get_or_init(|| build(view, code)))
+        Some(self.points.get_or_init(|| self.build(view, code)))
+    }
+
+    /// Builds the points, noting whether the block decoded cleanly.
+    fn build(&self, view: &BlockView<'_>, code: &Code) -> Box<[Mark]> {
+        let (points, clean) = build(view, code);
+        self.clean.store(clean, Ordering::Relaxed);
+        points
     }
 
     /// Builds the points now if they are not built yet.
     pub fn build_now(&self, view: &BlockView<'_>, code: &Code) {
-        let _ = self.points.get_or_init(|| build(view, code));
+        let _ = self.points.get_or_init(|| self.build(view, code));
     }
 
     /// The points, if built (without counting a read).
     #[inline]
     pub fn built(&self) -> Option<&[Mark]> {
         self.points.get().map(|p| &p[..])
+    }
+
+    /// The points, if built by a decode of the whole block that met no
+    /// error: then every stretch between them decodes as the checked
+    /// decoder decodes it, which is what
+    /// [`sweep_stretches`](crate::codec::sweep_stretches) needs.
+    #[inline]
+    pub fn clean(&self) -> Option<&[Mark]> {
+        let points = self.points.get()?;
+        // `clean` was stored before `points` was set, and `get` saw it set.
+        self.clean.load(Ordering::Relaxed).then_some(&points[..])
     }
 
     /// Bytes of memory the points take (beyond this struct).
@@ -98,17 +120,22 @@ impl Marks {
 }
 
 /// Decodes the block once, noting a point after every `STRIDE`-th
-/// fingerprint. Stops quietly at a decoding error: the points before it
-/// are sound, and reading past them reports the error.
-fn build(view: &BlockView<'_>, code: &Code) -> Box<[Mark]> {
+/// fingerprint, and whether it decoded all of them without an error. Stops
+/// quietly at a decoding error: the points before it are sound, and
+/// reading past them reports the error.
+fn build(view: &BlockView<'_>, code: &Code) -> (Box<[Mark]>, bool) {
     let mut points = Vec::with_capacity(view.count() / STRIDE);
     let mut iter = view.iter(code);
     let mut n = 0;
-    while let Some(Ok(_)) = iter.next() {
-        n += 1;
+    let clean = loop {
+        match iter.next() {
+            None => break n == view.count(),
+            Some(Err(_)) => break false,
+            Some(Ok(_)) => n += 1,
+        }
         if n % STRIDE == 0 {
             let Some(p) = iter.resume_point() else {
-                break;
+                break false;
             };
             let mark = Mark {
                 fingerprint: p.fingerprint,
@@ -117,6 +144,6 @@ fn build(view: &BlockView<'_>, code: &Code) -> Box<[Mark]> {
             debug_assert_eq!(mark.point(points.len()), p);
             points.push(mark);
         }
-    }
-    points.into_boxed_slice()
+    };
+    (points.into_boxed_slice(), clean)
 }
