@@ -37,6 +37,13 @@ use shared::Shared;
 ///
 /// `Store` is `Send + Sync`: share it (for example in an `Arc`) between
 /// threads; queries run concurrently with inserts and compaction.
+///
+/// Dropping the handle closes the store cleanly: background work stops,
+/// buffered writes are synced and RocksDB's memtables are flushed to its
+/// table files (up to its write buffer, 64 MB; typically well under a
+/// second), so the next open has no log to replay. After a crash the open
+/// replays the log without flushing it (the store answers sooner) and
+/// starts that flush in the background.
 pub struct Store {
     shared: Arc<Shared>,
     compactor: Option<JoinHandle<()>>,
