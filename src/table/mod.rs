@@ -285,9 +285,15 @@ impl TableState {
     #[inline]
     pub fn probe_touch(&self, block: usize, hi: u64) {
         let end = block + 1 + usize::from(self.reaches_next(block, hi));
-        for slot in self.blocks.get(block..end).unwrap_or_default() {
-            if let Some(points) = slot.marks.built() {
-                prefetch(points);
+        for (slot, &key) in self
+            .blocks
+            .get(block..end)
+            .unwrap_or_default()
+            .iter()
+            .zip(&self.keys[block..])
+        {
+            if let Some(points) = slot.marks.built(key) {
+                prefetch(points.words());
             }
             if let Some(bytes) = &slot.bytes {
                 prefetch(bytes.get(..1).unwrap_or_default());
@@ -303,7 +309,7 @@ impl TableState {
         let point = self
             .blocks
             .get(block)
-            .and_then(|slot| point_at(slot.marks.built()?, lo));
+            .and_then(|slot| point_at(slot.marks.built(self.keys[block])?, lo));
         let mut from = point.map_or(0, |p| MIN_BLOCK_LEN + p.bit as usize / 8);
         for j in block..block + 2 {
             let Some(slot) = self.blocks.get(j) else {
@@ -401,22 +407,22 @@ impl TableState {
             let first_block = j == start.block;
             // Only blocks that decoded cleanly when their points were
             // built are swept (the sweep's precondition).
-            let visited = match self.blocks[j].marks.clean() {
+            let visited = match self.blocks[j].marks.clean(view.first()) {
                 Some(points) => {
                     // Stretch `m` holds the values after point `m - 1`
                     // up to and including point `m`.
                     let from = if first_block {
-                        points.partition_point(|p| p.fingerprint() < lo)
+                        points.partition_point(|fp| fp < lo)
                     } else {
                         0
                     };
-                    let to = points.partition_point(|p| p.fingerprint() <= hi);
+                    let to = points.partition_point(|fp| fp <= hi);
                     if from == 0 && !within(q, k, &mut near)(view.first()) {
                         return Ok(true);
                     }
                     let stretch = |m: usize| match m.checked_sub(1) {
                         None => Some(view.lane(marks::STRIDE - 1)),
-                        Some(p) => view.lane_from(points.get(p)?.point(p), marks::STRIDE),
+                        Some(p) => view.lane_from(points.point(p)?, marks::STRIDE),
                     };
                     let stream = view.stream_bytes();
                     match sweep_stretches(stream, code, stretch, from, to, q, k, &mut near) {
@@ -425,9 +431,7 @@ impl TableState {
                         // Decode the stretch again with the checked
                         // iterator, which reports an error if there is one.
                         LaneVisit::Careful => {
-                            let point = from
-                                .checked_sub(1)
-                                .and_then(|m| Some(points.get(m)?.point(m)));
+                            let point = from.checked_sub(1).and_then(|m| points.point(m));
                             let mut visit = within(q, k, &mut near);
                             self.scan_block(j, &view, code, point, lo, hi, &mut visit)?
                         }
@@ -554,11 +558,9 @@ pub struct ProbeStart {
 }
 
 /// The resume point at or below `lo`, if any.
-fn point_at(points: &[marks::Mark], lo: u64) -> Option<ResumePoint> {
-    let m = points
-        .partition_point(|p| p.fingerprint() <= lo)
-        .checked_sub(1)?;
-    Some(points.get(m)?.point(m))
+fn point_at(points: marks::Points<'_>, lo: u64) -> Option<ResumePoint> {
+    let m = points.partition_point(|fp| fp <= lo).checked_sub(1)?;
+    points.point(m)
 }
 
 /// A visitor of every decoded value that passes those within `k` of `q`
