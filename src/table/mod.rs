@@ -692,20 +692,27 @@ mod tests {
         got
     }
 
+    /// `fps` in 1 KB blocks under a flat code: the code, the blocks and
+    /// their keys.
+    fn encoded(fps: &[u64]) -> (Code, Vec<Vec<u8>>, Vec<u64>) {
+        let code = Code::from_counts(&[1; crate::codec::SYMBOLS]);
+        let blocks = crate::codec::encode_blocks(fps, &code, 0, 1024).unwrap();
+        let mut keys = Vec::new();
+        let mut at = 0;
+        for b in &blocks {
+            keys.push(fps[at]);
+            at += usize::from(header_count(b));
+        }
+        (code, blocks, keys)
+    }
+
     /// Probes read blocks three times (plain, building resume points,
     /// resuming) and after a merge that keeps some blocks' points: every
     /// answer equals a brute-force filter.
     #[test]
     fn scans_with_resume_points_match_brute_force() {
         let mut fps = values(20_000, 7);
-        let code = Code::from_counts(&[1; crate::codec::SYMBOLS]);
-        let encoded = crate::codec::encode_blocks(&fps, &code, 0, 1024).unwrap();
-        let mut keys = Vec::new();
-        let mut at = 0;
-        for b in &encoded {
-            keys.push(fps[at]);
-            at += usize::from(header_count(b));
-        }
+        let (code, encoded, keys) = encoded(&fps);
         let blocks = encoded.into_iter().map(Arc::from).collect();
         let mut table =
             TableState::new(0, keys, blocks, Arc::new(Codebook::from_codes([(0, code)])));
@@ -756,14 +763,7 @@ mod tests {
     #[test]
     fn damaged_streams_are_answered_as_the_checked_decoder_does() {
         let fps = values(6_000, 11);
-        let code = Code::from_counts(&[1; crate::codec::SYMBOLS]);
-        let encoded = crate::codec::encode_blocks(&fps, &code, 0, 1024).unwrap();
-        let mut keys = Vec::new();
-        let mut at = 0;
-        for b in &encoded {
-            keys.push(fps[at]);
-            at += usize::from(header_count(b));
-        }
+        let (code, encoded, keys) = encoded(&fps);
         // From block 2 to the end, so every probe reads all of block 2.
         let (lo, hi) = (keys[2], u64::MAX);
         let later: Vec<u64> = fps.iter().copied().filter(|&v| v >= keys[3]).collect();
