@@ -378,3 +378,50 @@ fn large_add_takes_the_bulk_path_and_acknowledges_everything() {
         assert!(line.contains(&format!("[{i}]")), "{line}");
     }
 }
+
+/// `--memory-budget` (added to every command that opens a store): with 0
+/// the tables stay on disk (`stats` says so) and queries, single and batch,
+/// answer exactly as brute force; sizes take K/M/G/T; a malformed size is a
+/// usage error (exit 2) that changes nothing.
+#[test]
+fn memory_budget_serves_from_disk_with_the_same_answers() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("s");
+    let d = dir_str(&dir);
+    ok(
+        &["create", d, "--expected-size", "5000", "--block-size", "64"],
+        "",
+    );
+    let mut rng = Rng(7);
+    let mut model = Model::default();
+    let data = common::clustered(2000, &mut rng);
+    let input: String = data.iter().map(|fp| format!("{fp:016x}\n")).collect();
+    for &fp in &data {
+        model.insert(fp, None);
+    }
+    ok(&["add", d, "--memory-budget", "0"], &input);
+    ok(&["compact", d, "--memory-budget", "0"], "");
+    let on_disk = ok(&["stats", d, "--memory-budget", "0"], "");
+    assert!(on_disk.contains("\"tables_in_memory\":false"), "{on_disk}");
+    let held = ok(&["stats", d, "--memory-budget", "64M"], "");
+    assert!(held.contains("\"tables_in_memory\":true"), "{held}");
+    let qs = common::queries(&data, 200, &mut rng);
+    let qinput: String = qs.iter().map(|q| format!("{q:016x}\n")).collect();
+    let expect: String = qs
+        .iter()
+        .map(|&q| expected_line(q, &model.query(q, 3)) + "\n")
+        .collect();
+    for extra in [&[][..], &["--batch"][..]] {
+        let mut args = vec!["query", d, "--memory-budget", "0"];
+        args.extend_from_slice(extra);
+        assert_eq!(ok(&args, &qinput), expect, "{args:?}");
+    }
+    for bad in ["12X", "lots", "99999999999T", ""] {
+        let out = run(&["stats", d, "--memory-budget", bad], "");
+        assert_eq!(out.status.code(), Some(2), "--memory-budget {bad:?}");
+    }
+    assert_eq!(
+        json_field(&ok(&["stats", d], ""), "fingerprints"),
+        model.fps.len() as u64
+    );
+}

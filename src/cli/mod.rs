@@ -30,6 +30,38 @@ struct Cli {
     command: Command,
 }
 
+/// How a command opens an existing store.
+#[derive(clap::Args)]
+struct OpenArgs {
+    /// Most bytes of compressed tables to hold in memory (a number, with
+    /// K, M, G or T for powers of 1024); a store whose tables take more is
+    /// served from disk through RocksDB. Default: half of physical memory.
+    #[arg(long, value_name = "BYTES", value_parser = parse_bytes)]
+    memory_budget: Option<u64>,
+}
+
+/// Parses `123`, `64K`, `512M`, `2G` or `1T` (powers of 1024).
+fn parse_bytes(text: &str) -> Result<u64, String> {
+    let (digits, shift) = match text.char_indices().last() {
+        Some((at, unit)) if unit.is_ascii_alphabetic() => {
+            let shift = match unit.to_ascii_uppercase() {
+                'K' => 10,
+                'M' => 20,
+                'G' => 30,
+                'T' => 40,
+                _ => return Err(format!("unknown unit {unit:?} (use K, M, G or T)")),
+            };
+            (&text[..at], shift)
+        }
+        _ => (text, 0),
+    };
+    let n: u64 = digits
+        .parse()
+        .map_err(|_| format!("{text:?} is not a number of bytes"))?;
+    n.checked_mul(1 << shift)
+        .ok_or_else(|| format!("{text:?} is more bytes than fit in 64 bits"))
+}
+
 #[derive(Subcommand)]
 enum Command {
     /// Create a store in DIR (which must be absent or empty).
@@ -59,6 +91,8 @@ enum Command {
         /// Print `acked N` after each durable commit (N = lines committed so far).
         #[arg(long)]
         ack: bool,
+        #[command(flatten)]
+        open: OpenArgs,
     },
     /// Delete: reads lines `FP [ID]`; without ID the fingerprint goes with all its ids.
     Delete {
@@ -70,6 +104,8 @@ enum Command {
         /// Print `acked N` after each durable commit.
         #[arg(long)]
         ack: bool,
+        #[command(flatten)]
+        open: OpenArgs,
     },
     /// Query: reads lines `FP`, prints one JSON object per line, in order.
     Query {
@@ -84,21 +120,29 @@ enum Command {
         /// Read all input first and answer through the batch path.
         #[arg(long, conflicts_with = "first")]
         batch: bool,
+        #[command(flatten)]
+        open: OpenArgs,
     },
     /// Merge pending fingerprints into the compressed tables now.
     Compact {
         /// Store directory.
         dir: PathBuf,
+        #[command(flatten)]
+        open: OpenArgs,
     },
     /// Print counts and sizes as JSON.
     Stats {
         /// Store directory.
         dir: PathBuf,
+        #[command(flatten)]
+        open: OpenArgs,
     },
     /// Check every block and record; exit 0 only when all is sound.
     Verify {
         /// Store directory.
         dir: PathBuf,
+        #[command(flatten)]
+        open: OpenArgs,
     },
     /// Fingerprint documents: prints `FP<TAB>name` per document (per record
     /// with --jsonl). Without FILES, standard input is one document.
@@ -263,14 +307,21 @@ pub fn run() -> i32 {
 /// starts a merge it would then have to wait for at exit. Only `warm`
 /// commands (queries answered one by one) build resume points in the
 /// background.
-fn open(dir: &PathBuf, durability: Durability, writes: bool, warm: bool) -> Result<Store, Failure> {
-    Ok(Store::open(
-        dir,
-        &Options::new()
-            .durability(durability)
-            .manual_compaction(!writes)
-            .warm(warm),
-    )?)
+fn open(
+    dir: &PathBuf,
+    durability: Durability,
+    writes: bool,
+    warm: bool,
+    args: &OpenArgs,
+) -> Result<Store, Failure> {
+    let mut options = Options::new()
+        .durability(durability)
+        .manual_compaction(!writes)
+        .warm(warm);
+    if let Some(bytes) = args.memory_budget {
+        options = options.memory_budget(bytes);
+    }
+    Ok(Store::open(dir, &options)?)
 }
 
 fn dispatch(command: Command) -> Result<(), Failure> {
@@ -299,8 +350,9 @@ fn dispatch(command: Command) -> Result<(), Failure> {
             dir,
             durability,
             ack,
+            open: args,
         } => {
-            let store = open(&dir, durability, true, false)?;
+            let store = open(&dir, durability, true, false, &args)?;
             let mut out = stdout.lock();
             Batcher::new(&store, ack).run(io::stdin(), &mut out, |fp, id| {
                 Ok(Op::Insert {
@@ -313,8 +365,9 @@ fn dispatch(command: Command) -> Result<(), Failure> {
             dir,
             durability,
             ack,
+            open: args,
         } => {
-            let store = open(&dir, durability, true, false)?;
+            let store = open(&dir, durability, true, false, &args)?;
             let mut out = stdout.lock();
             Batcher::new(&store, ack).run(io::stdin(), &mut out, |fp, id| {
                 Ok(match id {
@@ -331,8 +384,9 @@ fn dispatch(command: Command) -> Result<(), Failure> {
             max_distance,
             first,
             batch,
+            open: args,
         } => {
-            let store = open(&dir, Durability::Buffered, false, !batch)?;
+            let store = open(&dir, Durability::Buffered, false, !batch, &args)?;
             let k = max_distance.unwrap_or(u32::from(store.max_distance()));
             if k > u32::from(store.max_distance()) {
                 return Err(Error::DistanceTooLarge {
@@ -346,8 +400,8 @@ fn dispatch(command: Command) -> Result<(), Failure> {
             let mut out = io::BufWriter::with_capacity(1 << 16, stdout.lock());
             stream::query(&store, io::stdin(), &mut out, k, first, batch)?;
         }
-        Command::Compact { dir } => {
-            let store = open(&dir, Durability::Sync, false, false)?;
+        Command::Compact { dir, open: args } => {
+            let store = open(&dir, Durability::Sync, false, false, &args)?;
             let r = store.compact()?;
             store.reclaim_space()?;
             writeln!(
@@ -359,12 +413,12 @@ fn dispatch(command: Command) -> Result<(), Failure> {
                 r.blocks_written
             )?;
         }
-        Command::Stats { dir } => {
-            let store = open(&dir, Durability::Sync, false, false)?;
+        Command::Stats { dir, open: args } => {
+            let store = open(&dir, Durability::Sync, false, false, &args)?;
             writeln!(stdout.lock(), "{}", json::stats(&store.stats()))?;
         }
-        Command::Verify { dir } => {
-            let store = match open(&dir, Durability::Sync, false, false) {
+        Command::Verify { dir, open: args } => {
+            let store = match open(&dir, Durability::Sync, false, false, &args) {
                 Ok(s) => s,
                 Err(Failure::Store(e)) if e.is_corruption() => {
                     let report = simstore::VerifyReport {
