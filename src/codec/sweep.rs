@@ -41,23 +41,12 @@ pub fn sweep_stretches<'a>(
 ) -> LaneVisit {
     let mut m = from;
     while m <= to {
-        let (end, taken) = match to - m {
-            0 => (
-                group::<1>(stream, code, &mut stretch, m, q, k, &mut near),
-                1,
-            ),
-            1 => (
-                group::<2>(stream, code, &mut stretch, m, q, k, &mut near),
-                2,
-            ),
-            2 => (
-                group::<3>(stream, code, &mut stretch, m, q, k, &mut near),
-                3,
-            ),
-            _ => (
-                group::<4>(stream, code, &mut stretch, m, q, k, &mut near),
-                4,
-            ),
+        let taken = (to - m + 1).min(4);
+        let end = match taken {
+            1 => group::<1>(stream, code, &mut stretch, m, q, k, &mut near),
+            2 => group::<2>(stream, code, &mut stretch, m, q, k, &mut near),
+            3 => group::<3>(stream, code, &mut stretch, m, q, k, &mut near),
+            _ => group::<4>(stream, code, &mut stretch, m, q, k, &mut near),
         };
         if end != LaneVisit::Done {
             return end;
