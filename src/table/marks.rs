@@ -66,16 +66,15 @@ impl<'a> Points<'a> {
     /// [`slice::partition_point`]).
     #[inline(always)]
     pub fn partition_point(&self, pred: impl Fn(u64) -> bool) -> usize {
-        let (mut lo, mut hi) = (0, self.len());
-        while lo < hi {
-            let mid = lo + (hi - lo) / 2;
-            if pred(self.fingerprint(mid)) {
-                lo = mid + 1;
-            } else {
-                hi = mid;
-            }
+        if self.wide {
+            let (pairs, _) = self.words.as_chunks::<2>();
+            pairs.partition_point(|&[fp, _]| pred(fp))
+        } else {
+            // Offsets sit in the top bits, so words sort as fingerprints do.
+            let base = self.base;
+            self.words
+                .partition_point(|&w| pred(base.wrapping_add(w >> BIT_BITS)))
         }
-        lo
     }
 
     /// Point `m` as a [`ResumePoint`], if there is one.
