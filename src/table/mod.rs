@@ -387,9 +387,10 @@ impl TableState {
     /// `lo..=hi` at distance `d <= k` from `q`, until it returns `false`
     /// (then `true`: stopped early). It may also report stored values near
     /// that range (any value within `k` of `q` is a match whatever its
-    /// range), some twice, not in order. In blocks whose resume points are
-    /// built it sweeps the stretches between them four at a time
-    /// ([`sweep_stretches`](crate::codec::sweep_stretches)).
+    /// range), some twice, not in order. In blocks whose resume points were
+    /// built by a clean decode it sweeps the stretches between them four at
+    /// a time ([`sweep_stretches`](crate::codec::sweep_stretches)); other
+    /// blocks are decoded in order by the checked decoder.
     #[inline(always)]
     pub fn scan_near(
         &self,
