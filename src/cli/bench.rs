@@ -267,8 +267,8 @@ pub fn run(config: &Config, out: &mut impl Write) -> Result<(), Failure> {
         (Some(started.elapsed()), Some(base_hits))
     };
 
-    // Warm up: every block the queries touch is read twice (the second
-    // read builds its in-memory resume points), as on a serving process.
+    // Warm up: every block the queries touch is read twice, so the
+    // caches hold what a serving process's would.
     for _ in 0..2 {
         for &q in &qs {
             store.query(q, k)?;

@@ -49,7 +49,7 @@ pub fn run(path: &Path, qs: &[u64], k: u32, out: &mut impl Write) -> Result<(), 
     let open = started.elapsed();
     let qs = &qs[..qs.len().min(TIMED)];
     let (cold_median, cold_p99) = latencies(&store, qs, k)?;
-    // The second pass builds what the first left (resume points).
+    // A second pass, so the third sees the caches warm.
     latencies(&store, qs, k)?;
     let (warm_median, warm_p99) = latencies(&store, qs, k)?;
     writeln!(

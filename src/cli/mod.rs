@@ -304,20 +304,16 @@ pub fn run() -> i32 {
 
 /// Opens a store for a command. Commands that only read, and `compact`,
 /// leave merging to themselves (no background compactor): a query never
-/// starts a merge it would then have to wait for at exit. Only `warm`
-/// commands (queries answered one by one) build resume points in the
-/// background.
+/// starts a merge it would then have to wait for at exit.
 fn open(
     dir: &PathBuf,
     durability: Durability,
     writes: bool,
-    warm: bool,
     args: &OpenArgs,
 ) -> Result<Store, Failure> {
     let mut options = Options::new()
         .durability(durability)
-        .manual_compaction(!writes)
-        .warm(warm);
+        .manual_compaction(!writes);
     if let Some(bytes) = args.memory_budget {
         options = options.memory_budget(bytes);
     }
@@ -352,7 +348,7 @@ fn dispatch(command: Command) -> Result<(), Failure> {
             ack,
             open: args,
         } => {
-            let store = open(&dir, durability, true, false, &args)?;
+            let store = open(&dir, durability, true, &args)?;
             let mut out = stdout.lock();
             Batcher::new(&store, ack).run(io::stdin(), &mut out, |fp, id| {
                 Ok(Op::Insert {
@@ -367,7 +363,7 @@ fn dispatch(command: Command) -> Result<(), Failure> {
             ack,
             open: args,
         } => {
-            let store = open(&dir, durability, true, false, &args)?;
+            let store = open(&dir, durability, true, &args)?;
             let mut out = stdout.lock();
             Batcher::new(&store, ack).run(io::stdin(), &mut out, |fp, id| {
                 Ok(match id {
@@ -386,7 +382,7 @@ fn dispatch(command: Command) -> Result<(), Failure> {
             batch,
             open: args,
         } => {
-            let store = open(&dir, Durability::Buffered, false, !batch, &args)?;
+            let store = open(&dir, Durability::Buffered, false, &args)?;
             let k = max_distance.unwrap_or(u32::from(store.max_distance()));
             if k > u32::from(store.max_distance()) {
                 return Err(Error::DistanceTooLarge {
@@ -401,7 +397,7 @@ fn dispatch(command: Command) -> Result<(), Failure> {
             stream::query(&store, io::stdin(), &mut out, k, first, batch)?;
         }
         Command::Compact { dir, open: args } => {
-            let store = open(&dir, Durability::Sync, false, false, &args)?;
+            let store = open(&dir, Durability::Sync, false, &args)?;
             let r = store.compact()?;
             store.reclaim_space()?;
             writeln!(
@@ -414,11 +410,11 @@ fn dispatch(command: Command) -> Result<(), Failure> {
             )?;
         }
         Command::Stats { dir, open: args } => {
-            let store = open(&dir, Durability::Sync, false, false, &args)?;
+            let store = open(&dir, Durability::Sync, false, &args)?;
             writeln!(stdout.lock(), "{}", json::stats(&store.stats()))?;
         }
         Command::Verify { dir, open: args } => {
-            let store = match open(&dir, Durability::Sync, false, false, &args) {
+            let store = match open(&dir, Durability::Sync, false, &args) {
                 Ok(s) => s,
                 Err(Failure::Store(e)) if e.is_corruption() => {
                     let report = simstore::VerifyReport {

@@ -47,9 +47,6 @@ use shared::Shared;
 pub struct Store {
     shared: Arc<Shared>,
     compactor: Option<JoinHandle<()>>,
-    /// Builds in-memory resume points for every block after open, so a
-    /// fresh process answers at warm speed sooner; stopped on drop.
-    warmer: Option<(Arc<std::sync::atomic::AtomicBool>, JoinHandle<()>)>,
 }
 
 impl std::fmt::Debug for Store {
@@ -100,30 +97,7 @@ impl Store {
                 })?,
             )
         };
-        let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
-        let tables = Arc::clone(&shared.state.read().tables);
-        let warm = !shared.options.cold;
-        let warmer = warm
-            .then(|| {
-                std::thread::Builder::new()
-                    .name("simstore-warmer".into())
-                    .spawn({
-                        let stop = Arc::clone(&stop);
-                        move || {
-                            for table in tables.iter() {
-                                table.build_marks(&stop);
-                            }
-                        }
-                    })
-                    .ok()
-            })
-            .flatten()
-            .map(|handle| (stop, handle));
-        Ok(Self {
-            shared,
-            compactor,
-            warmer,
-        })
+        Ok(Self { shared, compactor })
     }
 
     /// The table plan.
@@ -284,10 +258,6 @@ impl Store {
 
 impl Drop for Store {
     fn drop(&mut self) {
-        if let Some((stop, handle)) = self.warmer.take() {
-            stop.store(true, std::sync::atomic::Ordering::Relaxed);
-            let _ = handle.join();
-        }
         if let Some(handle) = self.compactor.take() {
             compact::stop_compactor(&self.shared, handle);
         }

@@ -154,29 +154,30 @@ fn load_table(
     on_disk: bool,
 ) -> Result<TableState> {
     let family = db.table(t)?;
+    let codes = Arc::new(Codebook::from_codes(book));
     let mut block_keys = Vec::new();
-    let mut blocks: Vec<Arc<[u8]>> = Vec::new();
     let mut sizes = Vec::new();
+    let mut loader = (!on_disk).then(|| crate::table::Loader::new(t, Arc::clone(&codes)));
     db.scan(family, &[], |k, v| {
-        block_keys.push(keys::parse_fingerprint(k).ok_or_else(|| {
+        let key = keys::parse_fingerprint(k).ok_or_else(|| {
             Error::corrupt(
                 Location::Record { family: "table" },
                 format!("block key of {} bytes", k.len()),
             )
-        })?);
-        if on_disk {
-            let len = u32::try_from(v.len()).unwrap_or(u32::MAX);
-            sizes.push((len, crate::table::header_count(v)));
-        } else {
-            blocks.push(Arc::from(v));
+        })?;
+        match &mut loader {
+            Some(loader) => loader.push(key, v),
+            None => {
+                block_keys.push(key);
+                let len = u32::try_from(v.len()).unwrap_or(u32::MAX);
+                sizes.push((len, crate::table::header_count(v)));
+            }
         }
         Ok(true)
     })?;
-    let codes = Arc::new(Codebook::from_codes(book));
-    Ok(if on_disk {
-        TableState::on_disk(t, block_keys, sizes, codes, Arc::new(db.table_blocks()))
-    } else {
-        TableState::new(t, block_keys, blocks, codes)
+    Ok(match loader {
+        Some(loader) => loader.finish(),
+        None => TableState::on_disk(t, block_keys, sizes, codes, Arc::new(db.table_blocks())),
     })
 }
 

@@ -66,7 +66,6 @@ pub struct Options {
     pub(crate) durability: Durability,
     pub(crate) merge_threshold: Option<usize>,
     pub(crate) manual_compaction: bool,
-    pub(crate) cold: bool,
     pub(crate) memory_budget: Option<u64>,
 }
 
@@ -120,14 +119,11 @@ impl Options {
         self
     }
 
-    /// Whether to build every block's in-memory resume points on a
-    /// background thread after open (default: yes), so queries reach full
-    /// speed sooner. Without it, points are built block by block as
-    /// queries read blocks. Handles that only write, run batch queries
-    /// (which decode whole blocks and need no points) or read statistics
-    /// save the thread's work.
-    pub fn warm(mut self, warm: bool) -> Self {
-        self.cold = !warm;
+    /// Kept so existing callers compile; it no longer changes anything.
+    /// It chose whether in-memory resume points were built on a background
+    /// thread after open; blocks held in memory are now packed for queries
+    /// as the open reads them, so there is nothing left to warm.
+    pub fn warm(self, _warm: bool) -> Self {
         self
     }
 

@@ -115,10 +115,10 @@ fn collect_portable(
         p.block = state.tables[p.t].probe_block(p.keys.clone(), p.lo, p.hi);
     }
     for p in &probes {
-        state.tables[p.t].probe_touch(p.block, p.hi);
+        state.tables[p.t].probe_touch(p.block, p.lo, p.hi);
     }
     for p in &mut probes {
-        p.start = Some(state.tables[p.t].probe_start_at(p.block, p.lo, p.hi));
+        p.start = Some(state.tables[p.t].probe_start_at(p.block, p.lo));
     }
     for &Probe {
         t,

@@ -4,8 +4,7 @@
 
 use std::sync::Arc;
 
-use super::marks::Marks;
-use super::{Slot, TableState};
+use super::{Held, Packed, Slot, TableState};
 use crate::codec::{delta_histogram, encode_blocks, Code, SYMBOLS};
 use crate::error::{Error, Result};
 use crate::index;
@@ -158,20 +157,24 @@ pub fn merge(
         }
         let mut offset = 0;
         for bytes in encoded {
-            let key = fps[offset];
-            offset += usize::from(crate::table::header_count(&bytes));
+            let key_at = offset;
+            let key = fps[key_at];
+            let count = crate::table::header_count(&bytes);
+            offset += usize::from(count);
             let bytes: Arc<[u8]> = bytes.into();
             keys.push(key);
             blocks.push(Slot {
-                // A table on disk keeps only the new block's size; the
-                // caller writes `added` before the new state is used.
-                bytes: old.source.is_none().then(|| Arc::clone(&bytes)),
-                len: bytes.len() as u32,
-                count: crate::table::header_count(&bytes),
-                // Encoded here, CRC computed from these bytes; blocks read
+                // Packed from the values just encoded. A table on disk
+                // keeps only the new block's size; the caller writes
+                // `added` before the new state is used, and blocks read
                 // back from disk are checked on every read.
-                verified: old.source.is_none(),
-                marks: Marks::default(),
+                held: if old.source.is_none() {
+                    Held::Packed(Packed::new(&fps[key_at..key_at + usize::from(count)]))
+                } else {
+                    Held::OnDisk
+                },
+                len: bytes.len() as u32,
+                count,
             });
             added.push((key, bytes));
         }
@@ -289,15 +292,15 @@ mod tests {
                 let got = all(&out.state);
                 assert_eq!(got, model.iter().copied().collect::<Vec<_>>());
                 assert_eq!(out.state.fingerprints(), model.len() as u64);
-                assert!(out.state.blocks().all(|b| b.len() <= block_size));
+                assert!(out.state.block_lens().all(|len| len as usize <= block_size));
                 // Blocks not rewritten are shared, not copied.
                 let kept = out.state.keys().len() - out.added.len();
                 assert_eq!(kept, t.keys().len() - out.removed.len());
                 // Underfull blocks only at a table's end or next to one that is.
                 let under: Vec<bool> = out
                     .state
-                    .blocks()
-                    .map(|b| b.len() < block_size / 2)
+                    .block_lens()
+                    .map(|len| (len as usize) < block_size / 2)
                     .collect();
                 assert!(under.windows(2).all(|w| !(w[0] && w[1])) || block_size == 40);
                 t = out.state;
@@ -310,6 +313,8 @@ mod tests {
         let mut x = 5u64;
         let mut t = empty(0);
         let mut model = BTreeSet::new();
+        // The code id of every block of the table, by key.
+        let mut code_of = std::collections::BTreeMap::new();
         for round in 0..6u32 {
             // Each round adds values in a narrower range, shifting the deltas.
             let span = u64::MAX >> (round * 6);
@@ -324,14 +329,19 @@ mod tests {
             let adds: Vec<u64> = adds.into_iter().filter(|v| !model.contains(v)).collect();
             model.extend(adds.iter().copied());
             let out = merge(&t, &adds, &[], 256).unwrap();
+            for key in &out.removed {
+                code_of.remove(key);
+            }
+            for (key, bytes) in &out.added {
+                let id = crate::codec::BlockView::parse(bytes).unwrap().code_id();
+                code_of.insert(*key, id);
+            }
             t = out.state;
+            assert_eq!(code_of.keys().copied().collect::<Vec<_>>(), t.keys());
             assert_eq!(all(&t), model.iter().copied().collect::<Vec<_>>());
         }
         assert!(t.codes().len() > 2, "only {} codes built", t.codes().len());
-        let ids: BTreeSet<u32> = t
-            .blocks()
-            .map(|b| crate::codec::BlockView::parse(b).unwrap().code_id())
-            .collect();
+        let ids: BTreeSet<u32> = code_of.values().copied().collect();
         assert!(ids.len() > 1, "all blocks use one code: {ids:?}");
     }
 

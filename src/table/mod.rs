@@ -3,8 +3,8 @@
 //! and persists it to RocksDB.
 
 mod codes;
-mod marks;
 mod merge;
+mod packed;
 
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -13,10 +13,9 @@ use zerocopy::FromBytes;
 
 pub use codes::Codebook;
 pub use merge::{merge, MergeOutput};
+pub use packed::Packed;
 
-use crate::codec::{
-    sweep_stretches, BlockHeader, BlockView, Code, LaneVisit, ResumePoint, Visit, MIN_BLOCK_LEN,
-};
+use crate::codec::{BlockHeader, BlockView, Code, Visit};
 use crate::error::{Error, Result};
 use crate::index;
 
@@ -62,26 +61,19 @@ pub struct TableState {
 }
 
 impl TableState {
-    /// A table from its blocks in key order, as read from disk: every
-    /// block's CRC is checked once here (a failed block reports the
-    /// mismatch whenever it is read). Counts come from the block headers.
+    /// A table from its blocks in key order, as read from disk (see
+    /// [`Loader`]).
     pub fn new(
         number: usize,
         keys: Vec<u64>,
         blocks: Vec<Arc<[u8]>>,
         codes: Arc<Codebook>,
     ) -> Self {
-        let blocks = blocks
-            .into_iter()
-            .map(|bytes| Slot {
-                verified: BlockView::parse(&bytes).is_ok(),
-                len: bytes.len() as u32,
-                count: header_count(&bytes),
-                bytes: Some(bytes),
-                marks: marks::Marks::default(),
-            })
-            .collect();
-        Self::from_slots(number, keys, blocks, codes, None)
+        let mut loader = Loader::new(number, codes);
+        for (key, bytes) in keys.into_iter().zip(blocks) {
+            loader.push(key, &bytes);
+        }
+        loader.finish()
     }
 
     /// A table whose blocks stay on disk: only the keys and each block's
@@ -97,11 +89,9 @@ impl TableState {
         let blocks = sizes
             .into_iter()
             .map(|(len, count)| Slot {
-                bytes: None,
+                held: Held::OnDisk,
                 len,
                 count,
-                verified: false,
-                marks: marks::Marks::default(),
             })
             .collect();
         Self::from_slots(number, keys, blocks, codes, Some(source))
@@ -143,12 +133,6 @@ impl TableState {
         &self.keys
     }
 
-    /// The encoded blocks held in memory, in key order (all of them
-    /// unless the table is on disk).
-    pub fn blocks(&self) -> impl Iterator<Item = &Arc<[u8]>> + '_ {
-        self.blocks.iter().filter_map(|b| b.bytes.as_ref())
-    }
-
     /// The table's codes.
     pub fn codes(&self) -> &Arc<Codebook> {
         &self.codes
@@ -159,15 +143,25 @@ impl TableState {
         self.fingerprints
     }
 
-    /// Bytes of memory held by structures derived from the blocks (resume
-    /// points and the block directory; neither is stored on disk).
-    pub fn mark_bytes(&self) -> u64 {
-        let points: u64 = self
+    /// Bytes of memory the blocks take as held (packed, or encoded when
+    /// they could not be packed; none on disk), with the block directory.
+    pub fn memory_bytes(&self) -> u64 {
+        let held: u64 = self
             .blocks
             .iter()
-            .map(|b| (b.marks.heap_bytes() + std::mem::size_of::<marks::Marks>()) as u64)
+            .map(|b| match &b.held {
+                Held::Packed(p) => p.heap_bytes() as u64,
+                Held::Encoded { bytes, .. } => bytes.len() as u64,
+                Held::OnDisk => 0,
+            })
             .sum();
-        points + self.directory.heap_bytes() as u64
+        held + self.directory.heap_bytes() as u64
+    }
+
+    /// The encoded length of every block, in key order.
+    #[cfg(test)]
+    fn block_lens(&self) -> impl Iterator<Item = u32> + '_ {
+        self.blocks.iter().map(|b| b.len)
     }
 
     /// Total encoded bytes of all blocks, headers included.
@@ -175,21 +169,35 @@ impl TableState {
         self.blocks.iter().map(|b| u64::from(b.len)).sum()
     }
 
-    /// Block `j`'s bytes: borrowed when held, else read from the source.
+    /// Block `j` for reading: packed, or its encoded bytes (borrowed when
+    /// held, else read from the source).
     #[inline(always)]
-    fn bytes(&self, j: usize) -> Result<Bytes<'_>> {
-        match (&self.blocks[j].bytes, &self.source) {
-            (Some(b), _) => Ok(Bytes::Held(b)),
-            (None, Some(source)) => source.fetch(self.number, self.keys[j]).map(Bytes::Fetched),
-            (None, None) => Err(self.corrupt(self.keys[j], "block not held and no source".into())),
+    fn read(&self, j: usize) -> Result<Read<'_>> {
+        match (&self.blocks[j].held, &self.source) {
+            (Held::Packed(p), _) => Ok(Read::Packed(p)),
+            (Held::Encoded { bytes, verified }, _) => {
+                Ok(Read::Encoded(Bytes::Held(bytes), *verified))
+            }
+            (Held::OnDisk, Some(source)) => source
+                .fetch(self.number, self.keys[j])
+                .map(|b| Read::Encoded(Bytes::Fetched(b), false)),
+            (Held::OnDisk, None) => {
+                Err(self.corrupt(self.keys[j], "block not held and no source".into()))
+            }
         }
     }
 
-    /// Parses block `j`'s `bytes` and finds its code, checking its key.
+    /// Parses block `j`'s encoded `bytes` and finds its code, checking its
+    /// key (and its CRC unless `verified`).
     #[inline(always)]
-    fn parse<'b>(&self, j: usize, bytes: &'b [u8]) -> Result<(BlockView<'b>, &Code)> {
+    fn parse<'b>(
+        &self,
+        j: usize,
+        bytes: &'b [u8],
+        verified: bool,
+    ) -> Result<(BlockView<'b>, &Code)> {
         let key = self.keys[j];
-        let view = if self.blocks[j].verified {
+        let view = if verified {
             BlockView::parse_verified(bytes)
         } else {
             BlockView::parse(bytes)
@@ -220,13 +228,22 @@ impl TableState {
         )
     }
 
-    /// Decodes block `j` completely into `out`, checking its padding.
+    /// Decodes block `j` completely into `out` (replacing its contents),
+    /// checking its padding.
     #[inline(always)]
     pub fn decode_block(&self, j: usize, out: &mut Vec<u64>) -> Result<()> {
-        let bytes = self.bytes(j)?;
-        let (view, code) = self.parse(j, &bytes)?;
-        view.decode_into(code, out)
-            .map_err(|e| Error::block(self.number, self.keys[j], &e))
+        match self.read(j)? {
+            Read::Packed(p) => {
+                out.clear();
+                p.values_into(out);
+                Ok(())
+            }
+            Read::Encoded(bytes, verified) => {
+                let (view, code) = self.parse(j, &bytes, verified)?;
+                view.decode_into(code, out)
+                    .map_err(|e| Error::block(self.number, self.keys[j], &e))
+            }
+        }
     }
 
     /// Calls `visit` with every permuted fingerprint in `lo..=hi`, in order,
@@ -235,9 +252,9 @@ impl TableState {
         self.scan_from(self.probe_start(lo, hi), lo, hi, visit)
     }
 
-    /// Where a probe for `lo..=hi` starts: its block and, if that block's
-    /// resume points are built, the nearest one at or below `lo`. The
-    /// stages ([`probe_keys`](Self::probe_keys),
+    /// Where a probe for `lo..=hi` starts: its block and, in a packed
+    /// block, the index of the first value at or above `lo`. The stages
+    /// ([`probe_keys`](Self::probe_keys),
     /// [`probe_block`](Self::probe_block),
     /// [`probe_touch`](Self::probe_touch),
     /// [`probe_start_at`](Self::probe_start_at)) each start the memory
@@ -248,8 +265,8 @@ impl TableState {
     pub fn probe_start(&self, lo: u64, hi: u64) -> ProbeStart {
         let keys = self.probe_keys(lo);
         let block = self.probe_block(keys, lo, hi);
-        self.probe_touch(block, hi);
-        self.probe_start_at(block, lo, hi)
+        self.probe_touch(block, lo, hi);
+        self.probe_start_at(block, lo)
     }
 
     /// Stage 0 of a probe: the range of block keys to search for `lo`
@@ -280,85 +297,55 @@ impl TableState {
         self.keys.get(j + 1).is_some_and(|&next| next <= hi)
     }
 
-    /// Stage 2: asks for the resume points and first bytes of the block
-    /// (and of the next, when the range reaches into it).
+    /// Where `x` falls in block `j` by interpolation between its key and
+    /// the next block's: an index guess among the block's `count` values.
+    #[inline(always)]
+    fn guess(&self, j: usize, x: u64, count: usize) -> usize {
+        let key = self.keys[j];
+        let Some(&next) = self.keys.get(j + 1) else {
+            return if x <= key { 0 } else { count / 2 };
+        };
+        let fraction = x.saturating_sub(key) as f64 / next.saturating_sub(key).max(1) as f64;
+        ((fraction.min(1.0) * count as f64) as usize).min(count)
+    }
+
+    /// Stage 2: asks for the bytes of the block holding the probe's values
+    /// from `lo` to `hi` (where they fall by interpolation, a line either
+    /// side), and of the next block's when the range reaches into it.
     #[inline]
-    pub fn probe_touch(&self, block: usize, hi: u64) {
+    pub fn probe_touch(&self, block: usize, lo: u64, hi: u64) {
         let end = block + 1 + usize::from(self.reaches_next(block, hi));
-        for (slot, &key) in self
-            .blocks
-            .get(block..end)
-            .unwrap_or_default()
-            .iter()
-            .zip(&self.keys[block..])
-        {
-            if let Some(points) = slot.marks.built(key) {
-                prefetch(points.words());
-            }
-            if let Some(bytes) = &slot.bytes {
-                prefetch(bytes.get(..1).unwrap_or_default());
-            }
-        }
-    }
-
-    /// Stage 3: finds the resume point and asks for the bytes the probe
-    /// will decode (up to where `hi` falls by interpolation between the
-    /// block keys, into at most one more block).
-    #[inline]
-    pub fn probe_start_at(&self, block: usize, lo: u64, hi: u64) -> ProbeStart {
-        let point = self
-            .blocks
-            .get(block)
-            .and_then(|slot| point_at(slot.marks.built(self.keys[block])?, lo));
-        let mut from = point.map_or(0, |p| MIN_BLOCK_LEN + p.bit as usize / 8);
-        for j in block..block + 2 {
-            let Some(slot) = self.blocks.get(j) else {
-                break;
-            };
-            let Some(bytes) = &slot.bytes else {
-                break;
-            };
-            let len = bytes.len();
-            let end = match self.keys.get(j + 1) {
-                Some(&next) if next <= hi => len,
-                Some(&next) => {
-                    let key = self.keys[j];
-                    let fraction = hi.saturating_sub(key) as f64 / (next - key).max(1) as f64;
-                    let stream = len.saturating_sub(MIN_BLOCK_LEN) as f64;
-                    MIN_BLOCK_LEN + (fraction.min(1.0) * stream) as usize + 64
+        for j in block..end.min(self.blocks.len()) {
+            match &self.blocks[j].held {
+                Held::Packed(p) => {
+                    let n = p.len();
+                    let from = if j == block { self.guess(j, lo, n) } else { 0 };
+                    let to = self.guess(j, hi, n).saturating_add(1).min(n);
+                    let bytes = p.bytes();
+                    let a = p.byte_of(from).saturating_sub(64);
+                    let b = (p.byte_of(to) + 64).min(bytes.len());
+                    prefetch(bytes.get(a..b).unwrap_or_default());
                 }
-                None => len,
-            };
-            prefetch(bytes.get(from..end.min(len)).unwrap_or_default());
-            if end < len || self.keys.get(j + 1).is_none_or(|&next| next > hi) {
-                break;
+                Held::Encoded { bytes, .. } => prefetch(bytes.get(..1).unwrap_or_default()),
+                Held::OnDisk => {}
             }
-            from = 0;
         }
-        ProbeStart { block, point }
     }
 
-    /// Builds the resume points of every block that has none yet, stopping
-    /// early when `stop` becomes true. Blocks that fail to parse are left
-    /// alone (their readers report the error).
-    pub fn build_marks(&self, stop: &std::sync::atomic::AtomicBool) {
-        for j in 0..self.blocks.len() {
-            if stop.load(std::sync::atomic::Ordering::Relaxed) {
-                return;
-            }
-            // Points are kept only for blocks held in memory.
-            let Some(bytes) = &self.blocks[j].bytes else {
-                continue;
-            };
-            if let Ok((view, code)) = self.parse(j, bytes) {
-                self.blocks[j].marks.build_now(&view, code);
-            }
-        }
+    /// Stage 3: in a packed block, finds the first value at or above `lo`
+    /// (searching out from where interpolation puts it).
+    #[inline]
+    pub fn probe_start_at(&self, block: usize, lo: u64) -> ProbeStart {
+        let from = match self.blocks.get(block).map(|b| &b.held) {
+            Some(Held::Packed(p)) => p.lower_bound_near(lo, self.guess(block, lo, p.len())),
+            _ => 0,
+        };
+        ProbeStart { block, from }
     }
 
     /// [`scan`](Self::scan) from `start`, which must be
-    /// [`probe_start(lo, hi)`](Self::probe_start). Always inlined, so the
-    /// decoding loop is compiled for the caller's target features.
+    /// [`probe_start(lo, hi)`](Self::probe_start). Always inlined, so its
+    /// loops are compiled for the caller's target features.
     #[inline(always)]
     pub fn scan_from(
         &self,
@@ -367,15 +354,20 @@ impl TableState {
         hi: u64,
         mut visit: impl FnMut(u64) -> bool,
     ) -> Result<bool> {
-        for j in start.block..self.keys.len() {
-            if self.keys[j] > hi {
-                break;
-            }
-            let bytes = self.bytes(j)?;
-            let (view, code) = self.parse(j, &bytes)?;
-            let point = self.first_point(j, &view, code, start, lo);
-            match self.scan_block(j, &view, code, point, lo, hi, &mut visit)? {
-                Visit::Exhausted => {}
+        let mut j = start.block;
+        while j < self.keys.len() && self.keys[j] <= hi {
+            let visited = match self.read(j)? {
+                Read::Packed(p) => {
+                    let from = if j == start.block { start.from } else { 0 };
+                    packed_visit(p.visit(from, hi, &mut visit))
+                }
+                Read::Encoded(bytes, verified) => {
+                    let (view, code) = self.parse(j, &bytes, verified)?;
+                    self.scan_block(j, &view, code, lo, hi, &mut visit)?
+                }
+            };
+            match visited {
+                Visit::Exhausted => j += 1,
                 Visit::PastEnd => return Ok(false),
                 Visit::Stopped => return Ok(true),
             }
@@ -384,13 +376,10 @@ impl TableState {
     }
 
     /// Calls `near(v, d)` for the stored permuted fingerprints `v` in
-    /// `lo..=hi` at distance `d <= k` from `q`, until it returns `false`
-    /// (then `true`: stopped early). It may also report stored values near
-    /// that range (any value within `k` of `q` is a match whatever its
-    /// range), some twice, not in order. In blocks whose resume points were
-    /// built by a clean decode it sweeps the stretches between them four at
-    /// a time ([`sweep_stretches`](crate::codec::sweep_stretches)); other
-    /// blocks are decoded in order by the checked decoder.
+    /// `lo..=hi` at distance `d <= k` from `q`, in order, until it returns
+    /// `false` (then `true`: stopped early). `start` must be
+    /// [`probe_start(lo, hi)`](Self::probe_start). Always inlined, so its
+    /// loops are compiled for the caller's target features.
     #[inline(always)]
     pub fn scan_near(
         &self,
@@ -403,45 +392,15 @@ impl TableState {
     ) -> Result<bool> {
         let mut j = start.block;
         while j < self.keys.len() && self.keys[j] <= hi {
-            let bytes = self.bytes(j)?;
-            let (view, code) = self.parse(j, &bytes)?;
-            let first_block = j == start.block;
-            // Only blocks that decoded cleanly when their points were
-            // built are swept (the sweep's precondition).
-            let visited = match self.blocks[j].marks.clean(view.first()) {
-                Some(points) => {
-                    // Stretch `m` holds the values after point `m - 1`
-                    // up to and including point `m`.
-                    let from = if first_block {
-                        points.partition_point(|fp| fp < lo)
-                    } else {
-                        0
-                    };
-                    let to = points.partition_point(|fp| fp <= hi);
-                    if from == 0 && !within(q, k, &mut near)(view.first()) {
-                        return Ok(true);
-                    }
-                    let stretch = |m: usize| match m.checked_sub(1) {
-                        None => Some(view.lane(marks::STRIDE - 1)),
-                        Some(p) => view.lane_from(points.point(p)?, marks::STRIDE),
-                    };
-                    let stream = view.stream_bytes();
-                    match sweep_stretches(stream, code, stretch, from, to, q, k, &mut near) {
-                        LaneVisit::Done => Visit::Exhausted,
-                        LaneVisit::Stopped => Visit::Stopped,
-                        // Decode the stretch again with the checked
-                        // iterator, which reports an error if there is one.
-                        LaneVisit::Careful => {
-                            let point = from.checked_sub(1).and_then(|m| points.point(m));
-                            let mut visit = within(q, k, &mut near);
-                            self.scan_block(j, &view, code, point, lo, hi, &mut visit)?
-                        }
-                    }
+            let visited = match self.read(j)? {
+                Read::Packed(p) => {
+                    let from = if j == start.block { start.from } else { 0 };
+                    packed_visit(p.scan_near(from, hi, q, k, &mut near))
                 }
-                None => {
-                    let point = self.first_point(j, &view, code, start, lo);
+                Read::Encoded(bytes, verified) => {
+                    let (view, code) = self.parse(j, &bytes, verified)?;
                     let mut visit = within(q, k, &mut near);
-                    self.scan_block(j, &view, code, point, lo, hi, &mut visit)?
+                    self.scan_block(j, &view, code, lo, hi, &mut visit)?
                 }
             };
             match visited {
@@ -453,47 +412,20 @@ impl TableState {
         Ok(false)
     }
 
-    /// Where an in-order scan of block `j` starts decoding: in the probe's
-    /// first block, the resume point at or below `lo` (found by the probe,
-    /// or now, counting this read towards building the block's points);
-    /// elsewhere the block's start.
-    fn first_point(
-        &self,
-        j: usize,
-        view: &BlockView<'_>,
-        code: &Code,
-        start: ProbeStart,
-        lo: u64,
-    ) -> Option<ResumePoint> {
-        if j != start.block {
-            return None;
-        }
-        // Points are kept only for blocks held in memory.
-        self.blocks[j].bytes.as_ref()?;
-        start
-            .point
-            .or_else(|| point_at(self.blocks[j].marks.get(view, code)?, lo))
-    }
-
-    /// Visits `lo..=hi` within block `j` in order, decoding from `point`
-    /// (or the block's start).
-    #[allow(clippy::too_many_arguments)]
+    /// Visits `lo..=hi` within encoded block `j` in order, decoding from
+    /// the block's start.
     #[inline(always)]
     fn scan_block(
         &self,
         j: usize,
         view: &BlockView<'_>,
         code: &Code,
-        point: Option<ResumePoint>,
         lo: u64,
         hi: u64,
         visit: &mut impl FnMut(u64) -> bool,
     ) -> Result<Visit> {
-        let mut iter = match point {
-            Some(point) => view.iter_from(code, point),
-            None => view.iter(code),
-        };
-        iter.visit_range(lo, hi, visit)
+        view.iter(code)
+            .visit_range(lo, hi, visit)
             .map_err(|e| Error::block(self.number, self.keys[j], &e))
     }
 
@@ -551,17 +483,90 @@ impl TableState {
     }
 }
 
+/// Builds a table held in memory from its stored blocks, pushed in key
+/// order: every block's CRC is checked and its fingerprints decoded once,
+/// and held packed (see [`Packed`]), so the encoded bytes need not be
+/// kept; a block that fails either is kept as stored and reports its error
+/// whenever it is read. Counts come from the block headers.
+#[derive(Debug)]
+pub struct Loader {
+    number: usize,
+    keys: Vec<u64>,
+    blocks: Vec<Slot>,
+    codes: Arc<Codebook>,
+    scratch: Vec<u64>,
+}
+
+impl Loader {
+    /// A loader for table `number`, whose blocks use `codes`.
+    pub fn new(number: usize, codes: Arc<Codebook>) -> Self {
+        Self {
+            number,
+            keys: Vec::new(),
+            blocks: Vec::new(),
+            codes,
+            scratch: Vec::new(),
+        }
+    }
+
+    /// Adds the block stored under `key`.
+    pub fn push(&mut self, key: u64, bytes: &[u8]) {
+        let verified = BlockView::parse(bytes).is_ok();
+        let held = if verified && unpack(bytes, key, &self.codes, &mut self.scratch).is_some() {
+            Held::Packed(Packed::new(&self.scratch))
+        } else {
+            Held::Encoded {
+                bytes: Arc::from(bytes),
+                verified,
+            }
+        };
+        self.keys.push(key);
+        self.blocks.push(Slot {
+            held,
+            len: bytes.len() as u32,
+            count: header_count(bytes),
+        });
+    }
+
+    /// The table.
+    pub fn finish(self) -> TableState {
+        TableState::from_slots(self.number, self.keys, self.blocks, self.codes, None)
+    }
+}
+
 /// Where a probe starts: see [`TableState::probe_start`].
 #[derive(Debug, Clone, Copy)]
 pub struct ProbeStart {
     block: usize,
-    point: Option<ResumePoint>,
+    /// In a packed block, the index of its first value at or above the
+    /// probe's low end (encoded blocks are read from their start).
+    from: usize,
 }
 
-/// The resume point at or below `lo`, if any.
-fn point_at(points: marks::Points<'_>, lo: u64) -> Option<ResumePoint> {
-    let m = points.partition_point(|fp| fp <= lo).checked_sub(1)?;
-    points.point(m)
+/// A block as read: packed, or encoded (with whether its CRC was checked).
+enum Read<'a> {
+    Packed(&'a Packed),
+    Encoded(Bytes<'a>, bool),
+}
+
+/// A packed scan's end as the decoder's [`Visit`].
+#[inline(always)]
+fn packed_visit(scan: packed::Scan) -> Visit {
+    match scan {
+        packed::Scan::Exhausted => Visit::Exhausted,
+        packed::Scan::PastEnd => Visit::PastEnd,
+        packed::Scan::Stopped => Visit::Stopped,
+    }
+}
+
+/// Decodes the encoded block `bytes` (CRC already checked) into `out`
+/// when its first fingerprint is `key`, its code is known and it decodes
+/// cleanly; `None` otherwise (its readers then report why).
+fn unpack(bytes: &[u8], key: u64, codes: &Codebook, out: &mut Vec<u64>) -> Option<()> {
+    let view = BlockView::parse_verified(bytes).ok()?;
+    let code = codes.get(view.code_id())?;
+    (view.first() == key).then_some(())?;
+    view.decode_into(code, out).ok()
 }
 
 /// A visitor of every decoded value that passes those within `k` of `q`
@@ -605,19 +610,26 @@ pub(crate) fn prefetch<T>(items: &[T]) {
 /// A block as a table holds it in memory.
 #[derive(Debug, Clone)]
 struct Slot {
-    /// The encoded block, exactly as stored; `None` when the table is on
-    /// disk (its source holds it).
-    bytes: Option<Arc<[u8]>>,
-    /// Its length in bytes.
+    held: Held,
+    /// Its encoded length in bytes.
     len: u32,
     /// Its fingerprint count (by its header; 0 when unreadable).
     count: u16,
-    /// Its CRC matched when it came into memory, so queries need not
-    /// recompute it. A block that failed keeps failing, with the checksum
-    /// error, whenever it is read.
-    verified: bool,
-    /// Resume points for probes (memory only).
-    marks: marks::Marks,
+}
+
+/// What a table holds of a block.
+#[derive(Debug, Clone)]
+enum Held {
+    /// Its fingerprints, packed (the block passed its CRC and decoded
+    /// cleanly, or a merge just encoded it).
+    Packed(Packed),
+    /// The encoded block, exactly as stored, when it failed its CRC
+    /// (`verified` false: it keeps failing, with the checksum error,
+    /// whenever it is read) or its decoding (read with the checked decoder,
+    /// which reports the error where it meets it).
+    Encoded { bytes: Arc<[u8]>, verified: bool },
+    /// Not held: the table is on disk (its source holds it).
+    OnDisk,
 }
 
 /// The fingerprint count in a block header, 0 when the header is unreadable.
@@ -707,11 +719,11 @@ mod tests {
         (code, blocks, keys)
     }
 
-    /// Probes read blocks three times (plain, building resume points,
-    /// resuming) and after a merge that keeps some blocks' points: every
-    /// answer equals a brute-force filter.
+    /// Probes of every width, before and after a merge that rewrites some
+    /// blocks and keeps the others: every answer equals a brute-force
+    /// filter.
     #[test]
-    fn scans_with_resume_points_match_brute_force() {
+    fn scans_match_brute_force() {
         let mut fps = values(20_000, 7);
         let (code, encoded, keys) = encoded(&fps);
         let blocks = encoded.into_iter().map(Arc::from).collect();
@@ -736,7 +748,11 @@ mod tests {
                     "round {round} probe {lo:x}..={hi:x}"
                 );
             }
-            assert!(table.mark_bytes() > 0);
+            // Every block was packed, at load and by the merge.
+            assert!(table
+                .blocks
+                .iter()
+                .all(|b| matches!(b.held, Held::Packed(_))));
             if round == 2 {
                 let adds: Vec<u64> = fps
                     .iter()
@@ -757,10 +773,9 @@ mod tests {
 
     /// A block whose checksum passes but whose stream was damaged (an
     /// encoder bug, not a disk fault: the CRC catches those) is answered as
-    /// the checked decoder answers it, once its resume points are built as
-    /// before: an error where that decoder fails, its values where it
-    /// does not. (The sweep skips the growth check the checked decoder
-    /// makes, so it only runs on blocks whose points were built cleanly.)
+    /// the checked decoder answers it: an error where that decoder fails,
+    /// its values where it does not. (Only blocks that decode cleanly at
+    /// load are packed; the others are read with the checked decoder.)
     #[test]
     fn damaged_streams_are_answered_as_the_checked_decoder_does() {
         let fps = values(6_000, 11);
