@@ -13,7 +13,7 @@ use zerocopy::FromBytes;
 
 pub use codes::Codebook;
 pub use merge::{merge, MergeOutput};
-pub use packed::Packed;
+pub use packed::{Cursor, Packed};
 
 use crate::codec::{BlockHeader, BlockView, Code, Visit};
 use crate::error::{Error, Result};
@@ -253,7 +253,7 @@ impl TableState {
     }
 
     /// Where a probe for `lo..=hi` starts: its block and, in a packed
-    /// block, the index of the first value at or above `lo`. The stages
+    /// block, where the first value at or above `lo` is. The stages
     /// ([`probe_keys`](Self::probe_keys),
     /// [`probe_block`](Self::probe_block),
     /// [`probe_touch`](Self::probe_touch),
@@ -320,11 +320,10 @@ impl TableState {
                 Held::Packed(p) => {
                     let n = p.len();
                     let from = if j == block { self.guess(j, lo, n) } else { 0 };
-                    let to = self.guess(j, hi, n).saturating_add(1).min(n);
-                    let bytes = p.bytes();
-                    let a = p.byte_of(from).saturating_sub(64);
-                    let b = (p.byte_of(to) + 64).min(bytes.len());
-                    prefetch(bytes.get(a..b).unwrap_or_default());
+                    let to = self.guess(j, hi, n).saturating_add(2).min(n);
+                    let (upper, lower) = p.regions(from.saturating_sub(2), to);
+                    prefetch(upper);
+                    prefetch(lower);
                 }
                 Held::Encoded { bytes, .. } => prefetch(bytes.get(..1).unwrap_or_default()),
                 Held::OnDisk => {}
@@ -332,13 +331,12 @@ impl TableState {
         }
     }
 
-    /// Stage 3: in a packed block, finds the first value at or above `lo`
-    /// (searching out from where interpolation puts it).
+    /// Stage 3: in a packed block, finds the first value at or above `lo`.
     #[inline]
     pub fn probe_start_at(&self, block: usize, lo: u64) -> ProbeStart {
         let from = match self.blocks.get(block).map(|b| &b.held) {
-            Some(Held::Packed(p)) => p.lower_bound_near(lo, self.guess(block, lo, p.len())),
-            _ => 0,
+            Some(Held::Packed(p)) => p.lower_bound(lo),
+            _ => Cursor::START,
         };
         ProbeStart { block, from }
     }
@@ -358,7 +356,11 @@ impl TableState {
         while j < self.keys.len() && self.keys[j] <= hi {
             let visited = match self.read(j)? {
                 Read::Packed(p) => {
-                    let from = if j == start.block { start.from } else { 0 };
+                    let from = if j == start.block {
+                        start.from
+                    } else {
+                        Cursor::START
+                    };
                     packed_visit(p.visit(from, hi, &mut visit))
                 }
                 Read::Encoded(bytes, verified) => {
@@ -394,7 +396,11 @@ impl TableState {
         while j < self.keys.len() && self.keys[j] <= hi {
             let visited = match self.read(j)? {
                 Read::Packed(p) => {
-                    let from = if j == start.block { start.from } else { 0 };
+                    let from = if j == start.block {
+                        start.from
+                    } else {
+                        Cursor::START
+                    };
                     packed_visit(p.scan_near(from, hi, q, k, &mut near))
                 }
                 Read::Encoded(bytes, verified) => {
@@ -538,9 +544,9 @@ impl Loader {
 #[derive(Debug, Clone, Copy)]
 pub struct ProbeStart {
     block: usize,
-    /// In a packed block, the index of its first value at or above the
-    /// probe's low end (encoded blocks are read from their start).
-    from: usize,
+    /// In a packed block, where its first value at or above the probe's
+    /// low end is (encoded blocks are read from their start).
+    from: Cursor,
 }
 
 /// A block as read: packed, or encoded (with whether its CRC was checked).

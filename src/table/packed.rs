@@ -1,36 +1,59 @@
-//! A block's fingerprints as queries read them in memory: each stored as
-//! its offset from the block's first fingerprint in a fixed number of bits
-//! (the bits of the block's span), packed back to back. Any fingerprint is
-//! one unaligned load, a shift and a mask away, so a probe finds its place
-//! by binary search and checks a run without decoding anything before it.
+//! A block's fingerprints as queries read them in memory, in the
+//! Elias-Fano form: each fingerprint's offset from the block's first is
+//! split into `low` bits, stored in a fixed number of bits back to back,
+//! and the rest (`high`), stored in unary in a small bit vector (offset `i`
+//! sets bit `high + i`). A probe finds its place from the bit vector
+//! (which zero starts its high part) without decoding anything before it,
+//! and reads a run with a shift, a mask and a bit scan per fingerprint.
 //!
 //! Memory only, never stored: built from a block that decoded cleanly, or
-//! from the fingerprints a merge encodes. At the densities stores reach it
-//! takes about as many bits a fingerprint as the Huffman-delta stream plus
-//! the resume points that stream needed (49 bits at 10M fingerprints a
-//! table against 44.8 + 4).
+//! from the fingerprints a merge encodes. It takes `low + 2..3` bits a
+//! fingerprint, with `low` about `log2(span / count)`: less than the
+//! Huffman-delta stream it replaces in memory (42.5 bits at 10M
+//! fingerprints a table against 44.8).
 
 use std::sync::Arc;
 
-/// Widths above this are stored as whole words: a value of up to 57 bits
-/// starting anywhere in a byte fits one 8-byte load.
-const MAX_PACKED_WIDTH: u32 = 57;
+use zerocopy::IntoBytes;
+
+/// Low parts are at most this wide, so one 8-byte load reads any of them
+/// (a high part is then below 2^8).
+const MAX_LOW_BITS: u32 = 56;
 
 /// Sorted fingerprints, packed as offsets from the first.
 #[derive(Debug, Clone)]
 pub struct Packed {
     first: u64,
-    /// Mask of an offset's `width` bits.
-    mask: u64,
     count: u32,
-    /// Bits an offset takes: 0..=57, or 64.
-    width: u32,
-    /// The offsets, little-endian bit order, then 8 spare bytes so every
-    /// offset can be read with one 8-byte load.
-    bytes: Arc<[u8]>,
+    /// Bits of an offset stored in the low parts.
+    low_bits: u32,
+    /// Words of the high parts' bit vector at the start of `words`.
+    upper_words: u32,
+    /// The high parts' bit vector, then the low parts (little-endian bit
+    /// order), then a spare word so every low part can be read with one
+    /// 8-byte load.
+    words: Arc<[u64]>,
 }
 
-/// How a [`Packed::scan_near`] ended.
+/// A place in a [`Packed`]: value `index`, whose high part's bit is the
+/// first set bit at or after `bit`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Cursor {
+    index: u32,
+    bit: u32,
+}
+
+impl Cursor {
+    /// The first value.
+    pub const START: Cursor = Cursor { index: 0, bit: 0 };
+
+    /// The value's index.
+    pub fn index(&self) -> usize {
+        self.index as usize
+    }
+}
+
+/// How a scan ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Scan {
     /// Every value from the start was at most `hi`.
@@ -45,38 +68,44 @@ impl Packed {
     /// Packs `values`, which must be sorted (non-decreasing).
     pub fn new(values: &[u64]) -> Self {
         debug_assert!(values.windows(2).all(|w| w[0] <= w[1]));
+        let n = values.len();
         let first = values.first().copied().unwrap_or(0);
-        let span = values.last().map_or(0, |&last| last.wrapping_sub(first));
-        let mut width = u64::BITS - span.leading_zeros();
-        if width > MAX_PACKED_WIDTH {
-            width = u64::BITS;
-        }
-        let mask = if width == u64::BITS {
-            u64::MAX
+        let span = values.last().map_or(0, |&last| last - first);
+        let per = span / (n as u64).max(1);
+        let low_bits = if per == 0 {
+            0
         } else {
-            (1u64 << width) - 1
+            (u64::BITS - 1 - per.leading_zeros()).min(MAX_LOW_BITS)
         };
-        let len = (values.len() * width as usize).div_ceil(8) + 8;
-        let mut bytes = Vec::with_capacity(len);
-        // Bits not yet written, the lowest first.
-        let (mut pending, mut filled) = (0u128, 0u32);
-        for &v in values {
-            pending |= u128::from(v - first) << filled;
-            filled += width;
+        let upper_bits = (span >> low_bits) as usize + n;
+        let upper_words = upper_bits.div_ceil(64);
+        let lower_words = (n * low_bits as usize).div_ceil(64);
+        let mut words = vec![0u64; upper_words + lower_words + 1];
+        let mask = (1u64 << low_bits) - 1;
+        // Low bits not yet written, the lowest first.
+        let (mut pending, mut filled, mut at) = (0u128, 0u32, upper_words);
+        for (i, &v) in values.iter().enumerate() {
+            let offset = v - first;
+            let bit = (offset >> low_bits) as usize + i;
+            words[bit / 64] |= 1 << (bit % 64);
+            pending |= u128::from(offset & mask) << filled;
+            filled += low_bits;
             if filled >= 64 {
-                bytes.extend_from_slice(&(pending as u64).to_le_bytes());
+                words[at] = pending as u64;
+                at += 1;
                 pending >>= 64;
                 filled -= 64;
             }
         }
-        bytes.extend_from_slice(&pending.to_le_bytes()[..filled.div_ceil(8) as usize]);
-        bytes.resize(len, 0);
+        if filled > 0 {
+            words[at] = pending as u64;
+        }
         Self {
             first,
-            mask,
-            count: values.len() as u32,
-            width,
-            bytes: bytes.into(),
+            count: n as u32,
+            low_bits,
+            upper_words: upper_words as u32,
+            words: words.into(),
         }
     }
 
@@ -93,142 +122,199 @@ impl Packed {
 
     /// Bytes of memory the packed values take (beyond this struct).
     pub fn heap_bytes(&self) -> usize {
-        self.bytes.len()
+        std::mem::size_of_val::<[u64]>(&self.words)
     }
 
-    /// The packed bytes, for prefetching.
+    /// The high parts' bit vector.
     #[inline(always)]
-    pub fn bytes(&self) -> &[u8] {
-        &self.bytes
+    fn upper(&self) -> &[u64] {
+        &self.words[..self.upper_words as usize]
     }
 
-    /// The byte holding the start of value `i`'s offset.
+    /// The low parts' bytes.
     #[inline(always)]
-    pub fn byte_of(&self, i: usize) -> usize {
-        i * self.width as usize / 8
+    fn lower(&self) -> &[u8] {
+        self.words[self.upper_words as usize..].as_bytes()
     }
 
-    /// Value `i < len()`.
+    /// The memory a scan of values `from..to` reads: the bit vector and
+    /// those values' low parts (for prefetching).
     #[inline(always)]
-    pub fn get(&self, i: usize) -> u64 {
-        let bit = i * self.width as usize;
-        let offset = (read_word(&self.bytes, bit / 8) >> (bit % 8)) & self.mask;
-        self.first.wrapping_add(offset)
+    pub fn regions(&self, from: usize, to: usize) -> (&[u64], &[u8]) {
+        let lower = self.lower();
+        let bits = self.low_bits as usize;
+        let a = (from * bits / 8).min(lower.len());
+        let b = (to * bits).div_ceil(8).clamp(a, lower.len());
+        (self.upper(), &lower[a..b])
     }
 
-    /// The number of values below `x` (where `x` would be inserted).
+    /// Value `index`'s low part.
     #[inline(always)]
-    pub fn lower_bound(&self, x: u64) -> usize {
-        let (mut lo, mut hi) = (0, self.len());
-        while lo < hi {
-            let mid = lo + (hi - lo) / 2;
-            if self.get(mid) < x {
-                lo = mid + 1;
-            } else {
-                hi = mid;
+    fn low(lower: &[u8], low_bits: u32, index: usize) -> u64 {
+        let bit = index * low_bits as usize;
+        let mut word = [0u8; 8];
+        word.copy_from_slice(&lower[bit / 8..bit / 8 + 8]);
+        (u64::from_le_bytes(word) >> (bit % 8)) & ((1u64 << low_bits) - 1)
+    }
+
+    /// Where the first value at or above `x` is (`len()` as its index when
+    /// there is none).
+    #[inline(always)]
+    pub fn lower_bound(&self, x: u64) -> Cursor {
+        let Some(target) = x.checked_sub(self.first).filter(|&t| t > 0) else {
+            return Cursor::START;
+        };
+        let high = target >> self.low_bits;
+        // Every value's bit has as many zeros before it as its high part, so
+        // the values with a smaller high part are those before zero number
+        // `high - 1` (counting from 0); find it.
+        let mut cursor = Cursor::START;
+        if let Some(rank) = high.checked_sub(1) {
+            let mut zeros_left = rank;
+            let mut found = None;
+            for (w, &word) in self.upper().iter().enumerate() {
+                let zeros = u64::from((!word).count_ones());
+                if zeros_left < zeros {
+                    let bit = w as u64 * 64 + u64::from(select_in_word(!word, zeros_left as u32));
+                    found = Some(Cursor {
+                        index: (bit - rank) as u32,
+                        bit: bit as u32 + 1,
+                    });
+                    break;
+                }
+                zeros_left -= zeros;
+            }
+            match found {
+                Some(at) => cursor = at,
+                None => return self.end(),
             }
         }
-        lo
+        // Then step over the values of that high part below `x`.
+        let lower = self.lower();
+        while cursor.index() < self.len() {
+            let (bit, _) = self.next_one(cursor.bit);
+            let offset = ((bit as u64 - u64::from(cursor.index)) << self.low_bits)
+                | Self::low(lower, self.low_bits, cursor.index());
+            if offset >= target {
+                break;
+            }
+            cursor = Cursor {
+                index: cursor.index + 1,
+                bit: bit + 1,
+            };
+        }
+        cursor
     }
 
-    /// [`lower_bound`](Self::lower_bound), searching out from index
-    /// `guess` (where interpolation puts `x`): a few reads when the guess
-    /// is close, twice a binary search's when it is far.
+    /// The cursor past the last value.
+    fn end(&self) -> Cursor {
+        Cursor {
+            index: self.count,
+            bit: self.upper_words * 64,
+        }
+    }
+
+    /// The first set bit of the bit vector at or after `bit`, and the word
+    /// it is in with the bits up to it cleared.
     #[inline(always)]
-    pub fn lower_bound_near(&self, x: u64, guess: usize) -> usize {
+    fn next_one(&self, bit: u32) -> (u32, u64) {
+        let upper = self.upper();
+        let mut w = bit as usize / 64;
+        let mut word = upper[w] & (u64::MAX << (bit % 64));
+        while word == 0 {
+            w += 1;
+            word = upper[w];
+        }
+        let found = w as u32 * 64 + word.trailing_zeros();
+        (found, word & (word - 1))
+    }
+
+    /// Calls `visit(v)` for the values from `cursor` up to `hi`, in order,
+    /// until it returns `false`.
+    #[inline(always)]
+    pub fn visit(&self, cursor: Cursor, hi: u64, mut visit: impl FnMut(u64) -> bool) -> Scan {
         let n = self.len();
-        let g = guess.min(n);
-        // The answer lies in lo..=hi.
-        let (mut lo, mut hi);
-        if g < n && self.get(g) < x {
-            lo = g + 1;
-            hi = n;
-            let mut step = 1;
-            while g + step < n {
-                if self.get(g + step) >= x {
-                    hi = g + step;
-                    break;
-                }
-                lo = g + step + 1;
-                step *= 2;
-            }
-        } else {
-            lo = 0;
-            hi = g;
-            let mut step = 1;
-            while step <= g {
-                if self.get(g - step) < x {
-                    lo = g - step + 1;
-                    break;
-                }
-                hi = g - step;
-                step *= 2;
-            }
+        let mut i = cursor.index();
+        if i >= n {
+            return Scan::Exhausted;
         }
-        while lo < hi {
-            let mid = lo + (hi - lo) / 2;
-            if self.get(mid) < x {
-                lo = mid + 1;
-            } else {
-                hi = mid;
-            }
-        }
-        lo
-    }
-
-    /// Appends every value to `out`, in order.
-    pub fn values_into(&self, out: &mut Vec<u64>) {
-        out.extend((0..self.len()).map(|i| self.get(i)));
-    }
-
-    /// Calls `near(v, d)` for the values `v` from index `from` up to `hi`
-    /// whose distance `d` from `q` is at most `k`, in order, until it
-    /// returns `false`.
-    #[inline(always)]
-    pub fn scan_near(
-        &self,
-        from: usize,
-        hi: u64,
-        q: u64,
-        k: u32,
-        mut near: impl FnMut(u64, u32) -> bool,
-    ) -> Scan {
-        for i in from..self.len() {
-            let v = self.get(i);
-            if v > hi {
-                return Scan::PastEnd;
-            }
-            let d = (v ^ q).count_ones();
-            if d <= k && !near(v, d) {
-                return Scan::Stopped;
-            }
-        }
-        Scan::Exhausted
-    }
-
-    /// Calls `visit(v)` for the values from index `from` up to `hi`, in
-    /// order, until it returns `false`.
-    #[inline(always)]
-    pub fn visit(&self, from: usize, hi: u64, mut visit: impl FnMut(u64) -> bool) -> Scan {
-        for i in from..self.len() {
-            let v = self.get(i);
+        let upper = self.upper();
+        let lower = self.lower();
+        let low_bits = self.low_bits;
+        let (found, mut word) = self.next_one(cursor.bit);
+        let mut w = found as usize / 64;
+        let mut bit = found as usize;
+        loop {
+            let high = (bit - i) as u64;
+            let v = self
+                .first
+                .wrapping_add((high << low_bits) | Self::low(lower, low_bits, i));
             if v > hi {
                 return Scan::PastEnd;
             }
             if !visit(v) {
                 return Scan::Stopped;
             }
+            i += 1;
+            if i == n {
+                return Scan::Exhausted;
+            }
+            while word == 0 {
+                w += 1;
+                word = upper[w];
+            }
+            bit = w * 64 + word.trailing_zeros() as usize;
+            word &= word - 1;
         }
-        Scan::Exhausted
+    }
+
+    /// Calls `near(v, d)` for the values `v` from `cursor` up to `hi` whose
+    /// distance `d` from `q` is at most `k`, in order, until it returns
+    /// `false`.
+    #[inline(always)]
+    pub fn scan_near(
+        &self,
+        cursor: Cursor,
+        hi: u64,
+        q: u64,
+        k: u32,
+        mut near: impl FnMut(u64, u32) -> bool,
+    ) -> Scan {
+        self.visit(cursor, hi, |v| {
+            let d = (v ^ q).count_ones();
+            d > k || near(v, d)
+        })
+    }
+
+    /// Appends every value to `out`, in order.
+    pub fn values_into(&self, out: &mut Vec<u64>) {
+        out.reserve(self.len());
+        self.visit(Cursor::START, u64::MAX, |v| {
+            out.push(v);
+            true
+        });
     }
 }
 
-/// The little-endian word at byte `at` (which has 8 bytes after it).
+/// The position of the `rank`-th set bit of `word` (which has more than
+/// `rank`).
 #[inline(always)]
-fn read_word(bytes: &[u8], at: usize) -> u64 {
-    let mut word = [0u8; 8];
-    word.copy_from_slice(&bytes[at..at + 8]);
-    u64::from_le_bytes(word)
+fn select_in_word(word: u64, rank: u32) -> u32 {
+    let mut rank = rank;
+    let mut shift = 0;
+    loop {
+        let byte = (word >> shift) as u8;
+        let ones = byte.count_ones();
+        if rank < ones {
+            let mut byte = byte;
+            for _ in 0..rank {
+                byte &= byte - 1;
+            }
+            return shift + byte.trailing_zeros();
+        }
+        rank -= ones;
+        shift += 8;
+    }
 }
 
 #[cfg(test)]
@@ -241,12 +327,19 @@ mod tests {
         v
     }
 
+    fn all(packed: &Packed) -> Vec<u64> {
+        let mut back = Vec::new();
+        packed.values_into(&mut back);
+        back
+    }
+
     proptest! {
         #![proptest_config(ProptestConfig { cases: if cfg!(miri) { 8 } else { 256 }, ..ProptestConfig::default() })]
 
         /// Every value reads back, searches agree with the slice's, and
         /// near scans report exactly the brute-force matches, for spans of
-        /// every width (a shift narrows the values' range).
+        /// every width (a shift narrows the values' range) and with
+        /// repeated values.
         #[test]
         fn packed_values_read_back_and_scan_as_the_slice(
             raw in proptest::collection::vec(any::<u64>(), 0..300),
@@ -258,21 +351,16 @@ mod tests {
             let values = sorted(raw.iter().map(|&v| base.saturating_add(v >> shift)).collect());
             let packed = Packed::new(&values);
             prop_assert_eq!(packed.len(), values.len());
-            let mut back = Vec::new();
-            packed.values_into(&mut back);
-            prop_assert_eq!(&back, &values);
+            prop_assert_eq!(&all(&packed), &values);
             for &p in &probes {
                 let x = values.get(p as usize % values.len().max(1)).map_or(p, |&v| v ^ (p & 3));
-                let want = values.partition_point(|&v| v < x);
-                prop_assert_eq!(packed.lower_bound(x), want);
-                for guess in [0, want.saturating_sub(3), want, want + 1, want + 9, p as usize % 400] {
-                    prop_assert_eq!(packed.lower_bound_near(x, guess), want, "guess {}", guess);
-                }
-                let from = packed.lower_bound(x);
+                let from = values.partition_point(|&v| v < x);
+                let cursor = packed.lower_bound(x);
+                prop_assert_eq!(cursor.index(), from);
                 let hi = x.saturating_add(p >> (p % 64));
                 let q = x ^ (p >> 40);
                 let mut got = Vec::new();
-                let end = packed.scan_near(from, hi, q, k, |v, d| {
+                let end = packed.scan_near(cursor, hi, q, k, |v, d| {
                     got.push((v, d));
                     true
                 });
@@ -290,17 +378,46 @@ mod tests {
     }
 
     #[test]
-    fn widths_at_the_edges() {
-        for span in [0u64, 1, (1 << 57) - 1, 1 << 57, u64::MAX - 5] {
-            let values = [5, 5 + span / 3, 5 + span / 2, 5u64.wrapping_add(span)];
-            let values = sorted(values.to_vec());
-            let packed = Packed::new(&values);
-            let mut back = Vec::new();
-            packed.values_into(&mut back);
-            assert_eq!(back, values, "span {span:x}");
+    fn spans_at_the_edges() {
+        for span in [0u64, 1, 2, 255, 1 << 56, (1 << 57) - 1, u64::MAX - 5] {
+            for n in [1usize, 2, 3, 64, 200] {
+                let values: Vec<u64> = (0..n as u64)
+                    .map(|i| 5u64.wrapping_add((span / n as u64).saturating_mul(i)))
+                    .chain([5u64.wrapping_add(span)])
+                    .collect();
+                let values = sorted(values);
+                let packed = Packed::new(&values);
+                assert_eq!(all(&packed), values, "span {span:x} n {n}");
+                for (i, &v) in values.iter().enumerate() {
+                    let want = values.partition_point(|&x| x < v);
+                    assert_eq!(packed.lower_bound(v).index(), want, "span {span:x} at {i}");
+                }
+                assert_eq!(
+                    packed.lower_bound(u64::MAX).index(),
+                    values.partition_point(|&x| x < u64::MAX)
+                );
+            }
         }
-        assert_eq!(Packed::new(&[7]).get(0), 7);
+        assert_eq!(all(&Packed::new(&[7])), [7]);
         assert!(Packed::new(&[]).is_empty());
+        assert_eq!(Packed::new(&[]).lower_bound(9).index(), 0);
+    }
+
+    #[test]
+    fn memory_is_near_the_entropy_of_the_gaps() {
+        // 183 values spread like a 10M table's block: about 42.5 bits each.
+        let mut x = 1u64;
+        let values = sorted(
+            (0..183)
+                .map(|_| {
+                    x = x.wrapping_mul(6364136223846793005).wrapping_add(1);
+                    (x >> 16) + (1 << 50)
+                })
+                .collect(),
+        );
+        let packed = Packed::new(&values);
+        let bits = packed.heap_bytes() * 8 / values.len();
+        assert!((41..=45).contains(&bits), "{bits} bits a value");
     }
 
     #[test]
@@ -308,19 +425,16 @@ mod tests {
         let values: Vec<u64> = (0..100).collect();
         let packed = Packed::new(&values);
         let mut seen = 0;
-        let end = packed.scan_near(10, u64::MAX, 0, 64, |_, _| {
+        let end = packed.scan_near(packed.lower_bound(10), u64::MAX, 0, 64, |_, _| {
             seen += 1;
             seen < 5
         });
         assert_eq!((end, seen), (Scan::Stopped, 5));
         let mut seen = 0;
-        assert_eq!(
-            packed.visit(0, 3, |_| {
-                seen += 1;
-                true
-            }),
-            Scan::PastEnd
-        );
-        assert_eq!(seen, 4);
+        let end = packed.visit(Cursor::START, 3, |_| {
+            seen += 1;
+            true
+        });
+        assert_eq!((end, seen), (Scan::PastEnd, 4));
     }
 }
