@@ -6,6 +6,7 @@ pub mod bits;
 pub mod block;
 pub mod huffman;
 pub mod lanes;
+pub mod many;
 pub mod sweep;
 
 pub use block::{
@@ -14,6 +15,7 @@ pub use block::{
 };
 pub use huffman::{Code, CodeError, MAX_CODE_LEN, SYMBOLS};
 pub use lanes::{Lane, LaneVisit};
+pub use many::decode_many;
 pub use sweep::{sweep_lanes, sweep_stretches};
 
 /// Histogram of delta positions `h` between successive fingerprints of a

@@ -500,8 +500,16 @@ pub struct Loader {
     keys: Vec<u64>,
     blocks: Vec<Slot>,
     codes: Arc<Codebook>,
-    scratch: Vec<u64>,
+    /// Blocks waiting to be decoded together: slot number and a copy of
+    /// the bytes (the buffers are reused).
+    waiting: Vec<(usize, Vec<u8>)>,
+    /// How many of `waiting` are in use.
+    waiting_len: usize,
+    scratch: [Vec<u64>; LOAD_LANES],
 }
+
+/// Blocks a [`Loader`] decodes together (see [`crate::codec::decode_many`]).
+const LOAD_LANES: usize = 4;
 
 impl Loader {
     /// A loader for table `number`, whose blocks use `codes`.
@@ -511,31 +519,94 @@ impl Loader {
             keys: Vec::new(),
             blocks: Vec::new(),
             codes,
-            scratch: Vec::new(),
+            waiting: Vec::new(),
+            waiting_len: 0,
+            scratch: Default::default(),
         }
     }
 
     /// Adds the block stored under `key`.
     pub fn push(&mut self, key: u64, bytes: &[u8]) {
-        let verified = BlockView::parse(bytes).is_ok();
-        let held = if verified && unpack(bytes, key, &self.codes, &mut self.scratch).is_some() {
-            Held::Packed(Packed::new(&self.scratch))
-        } else {
-            Held::Encoded {
-                bytes: Arc::from(bytes),
-                verified,
-            }
-        };
+        let view = BlockView::parse(bytes);
+        let verified = view.is_ok();
+        let decodable =
+            view.is_ok_and(|v| v.first() == key && self.codes.get(v.code_id()).is_some());
+        let slot = self.blocks.len();
         self.keys.push(key);
         self.blocks.push(Slot {
-            held,
+            // A block to decode is a placeholder until it is decoded (in
+            // `decode_waiting`, at the latest from `finish`).
+            held: if decodable {
+                Held::OnDisk
+            } else {
+                Held::Encoded {
+                    bytes: Arc::from(bytes),
+                    verified,
+                }
+            },
             len: bytes.len() as u32,
             count: header_count(bytes),
         });
+        if !decodable {
+            return;
+        }
+        if self.waiting_len == self.waiting.len() {
+            self.waiting.push((slot, Vec::new()));
+        }
+        let (at, copy) = &mut self.waiting[self.waiting_len];
+        *at = slot;
+        copy.clear();
+        copy.extend_from_slice(bytes);
+        self.waiting_len += 1;
+        if self.waiting_len == LOAD_LANES {
+            self.decode_waiting();
+        }
+    }
+
+    /// Decodes the waiting blocks; each one that decodes is held packed.
+    fn decode_waiting(&mut self) {
+        let n = self.waiting_len;
+        self.waiting_len = 0;
+        let views: Vec<Option<(BlockView<'_>, &Code)>> = self.waiting[..n]
+            .iter()
+            .map(|(_, bytes)| {
+                let view = BlockView::parse_verified(bytes).ok()?;
+                Some((view, self.codes.get(view.code_id())?))
+            })
+            .collect();
+        let results: Vec<bool> = if n == LOAD_LANES && views.iter().all(Option::is_some) {
+            let lanes: [(BlockView<'_>, &Code); LOAD_LANES] =
+                std::array::from_fn(|i| views[i].unwrap_or_else(|| unreachable!()));
+            let decoded = crate::codec::decode_many(
+                &lanes.map(|(v, _)| v),
+                lanes.map(|(_, c)| c),
+                &mut self.scratch,
+            );
+            decoded.iter().map(Result::is_ok).collect()
+        } else {
+            views
+                .iter()
+                .zip(self.scratch.iter_mut())
+                .map(|(v, out)| v.is_some_and(|(view, code)| view.decode_into(code, out).is_ok()))
+                .collect()
+        };
+        drop(views);
+        for (i, ok) in results.into_iter().enumerate() {
+            let (slot, bytes) = &self.waiting[i];
+            self.blocks[*slot].held = if ok {
+                Held::Packed(Packed::new(&self.scratch[i]))
+            } else {
+                Held::Encoded {
+                    bytes: Arc::from(&bytes[..]),
+                    verified: true,
+                }
+            };
+        }
     }
 
     /// The table.
-    pub fn finish(self) -> TableState {
+    pub fn finish(mut self) -> TableState {
+        self.decode_waiting();
         TableState::from_slots(self.number, self.keys, self.blocks, self.codes, None)
     }
 }
@@ -563,16 +634,6 @@ fn packed_visit(scan: packed::Scan) -> Visit {
         packed::Scan::PastEnd => Visit::PastEnd,
         packed::Scan::Stopped => Visit::Stopped,
     }
-}
-
-/// Decodes the encoded block `bytes` (CRC already checked) into `out`
-/// when its first fingerprint is `key`, its code is known and it decodes
-/// cleanly; `None` otherwise (its readers then report why).
-fn unpack(bytes: &[u8], key: u64, codes: &Codebook, out: &mut Vec<u64>) -> Option<()> {
-    let view = BlockView::parse_verified(bytes).ok()?;
-    let code = codes.get(view.code_id())?;
-    (view.first() == key).then_some(())?;
-    view.decode_into(code, out).ok()
 }
 
 /// A visitor of every decoded value that passes those within `k` of `q`
