@@ -80,7 +80,11 @@ impl Packed {
         let upper_bits = (span >> low_bits) as usize + n;
         let upper_words = upper_bits.div_ceil(64);
         let lower_words = (n * low_bits as usize).div_ceil(64);
-        let mut words = vec![0u64; upper_words + lower_words + 1];
+        // Collected straight into its shared allocation (no Vec to copy
+        // from), then filled in place: nothing else holds it yet.
+        let mut shared: Arc<[u64]> =
+            std::iter::repeat_n(0, upper_words + lower_words + 1).collect();
+        let words = Arc::get_mut(&mut shared).unwrap_or_else(|| unreachable!());
         let mask = (1u64 << low_bits) - 1;
         // Low bits not yet written, the lowest first.
         let (mut pending, mut filled, mut at) = (0u128, 0u32, upper_words);
@@ -105,7 +109,7 @@ impl Packed {
             count: n as u32,
             low_bits,
             upper_words: upper_words as u32,
-            words: words.into(),
+            words: shared,
         }
     }
 
