@@ -44,40 +44,32 @@ pub fn decode_many<const L: usize>(
         end[i] = view.stream().len().checked_sub(8).map_or(0, |b| b * 8 + 8);
         rounds = rounds.min(view.count());
     }
-    // Value `n` of every lane, in turn, while all lanes have one.
-    for n in 1..rounds {
-        for i in 0..L {
-            if failed[i] {
-                continue;
+    // Value `n` of lane `i`, unless the lane has failed.
+    let mut decode = |i: usize, n: usize| {
+        if failed[i] {
+            return;
+        }
+        match step(views[i].stream(), end[i], codes[i], &mut pos[i], prev[i]) {
+            Some(v) => {
+                prev[i] = v;
+                outs[i][n] = v;
             }
-            match step(views[i].stream(), end[i], codes[i], &mut pos[i], prev[i]) {
-                Some(v) => {
-                    prev[i] = v;
-                    outs[i][n] = v;
-                }
-                None => {
-                    failed[i] = true;
-                    decoded[i] = n;
-                }
+            None => {
+                failed[i] = true;
+                decoded[i] = n;
             }
         }
+    };
+    // Value `n` of every lane, in turn, while all lanes have one; then the
+    // rest of each lane alone.
+    for n in 1..rounds {
+        for i in 0..L {
+            decode(i, n);
+        }
     }
-    // Then the rest of each lane alone.
     for i in 0..L {
         for n in rounds.max(1)..views[i].count() {
-            if failed[i] {
-                break;
-            }
-            match step(views[i].stream(), end[i], codes[i], &mut pos[i], prev[i]) {
-                Some(v) => {
-                    prev[i] = v;
-                    outs[i][n] = v;
-                }
-                None => {
-                    failed[i] = true;
-                    decoded[i] = n;
-                }
-            }
+            decode(i, n);
         }
     }
     std::array::from_fn(|i| {
