@@ -216,6 +216,9 @@ impl<'a> Batcher<'a> {
         match inserts {
             // Large insert-only batches take the bulk path (whole blocks).
             Some(pairs) => {
+                // The pairs are all that is needed (a large batch is
+                // memory the merge can use).
+                drop(ops);
                 let bulk = self.store.insert_bulk(&pairs)?;
                 self.bulk |= bulk;
                 if bulk {

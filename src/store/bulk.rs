@@ -53,13 +53,13 @@ pub(crate) fn insert_bulk(shared: &Shared, pairs: &[(u64, Option<u64>)]) -> Resu
         removes.sort_unstable();
         (Arc::clone(&state.tables), adds, removes, state.counters())
     };
-    let outputs = merge_all(shared, &tables, &adds, &removes)?;
+    let mut outputs = merge_all(shared, &tables, &adds, &removes)?;
 
     let mut batch = tables_batch(&outputs);
     write_tables(
         shared,
         &mut batch,
-        &outputs,
+        &mut outputs,
         &mut CompactionReport::default(),
     )?;
     for family in [keys::PENDING_FAMILY, keys::TOMBSTONES_FAMILY] {

@@ -92,7 +92,6 @@ pub(crate) fn merge_all(
 /// Merges smaller than this run on the calling thread.
 const PARALLEL_MERGE_MIN: usize = 1 << 14;
 
-/// Adds the block (and code) changes of every table to `batch`.
 /// A write batch with room for [`write_tables`] of `outputs` and a few
 /// more records, so a large one is not copied as it grows.
 pub(crate) fn tables_batch(outputs: &[MergeOutput]) -> rocksdb::WriteBatch {
@@ -100,27 +99,31 @@ pub(crate) fn tables_batch(outputs: &[MergeOutput]) -> rocksdb::WriteBatch {
     const RECORD: usize = 24;
     let bytes: usize = outputs
         .iter()
-        .map(|o| {
-            o.added.iter().map(|(_, b)| b.len() + RECORD).sum::<usize>() + o.removed.len() * RECORD
-        })
+        .map(|o| o.added.byte_len() + (o.added.len() + o.removed.len()) * RECORD)
         .sum();
     crate::storage::batch_with_capacity(bytes + 4096)
 }
 
+/// Adds the block (and code) changes of every table to `batch`.
+///
+/// Each table's new blocks are dropped once they are in `batch` (the
+/// batch holds the copy that is written), so a merge that rewrote every
+/// table does not hold its blocks twice while RocksDB takes the batch.
 pub(crate) fn write_tables(
     shared: &Shared,
     batch: &mut rocksdb::WriteBatch,
-    outputs: &[MergeOutput],
+    outputs: &mut [MergeOutput],
     report: &mut CompactionReport,
 ) -> Result<()> {
     let db = &shared.db;
-    for (t, out) in outputs.iter().enumerate() {
+    for (t, out) in outputs.iter_mut().enumerate() {
         let family = db.table(t)?;
         for &key in &out.removed {
             batch.delete_cf(family, keys::fingerprint(key));
         }
-        for (key, bytes) in &out.added {
-            batch.put_cf(family, keys::fingerprint(*key), bytes);
+        let added = std::mem::take(&mut out.added);
+        for (key, bytes) in added.iter() {
+            batch.put_cf(family, keys::fingerprint(key), bytes);
         }
         if let Some((id, code)) = &out.new_code {
             batch.put_cf(
@@ -130,7 +133,7 @@ pub(crate) fn write_tables(
             );
         }
         report.blocks_replaced += out.removed.len();
-        report.blocks_written += out.added.len();
+        report.blocks_written += added.len();
     }
     Ok(())
 }
@@ -138,7 +141,7 @@ pub(crate) fn write_tables(
 fn commit(
     shared: &Shared,
     old: &Arc<Vec<crate::table::TableState>>,
-    outputs: Vec<MergeOutput>,
+    mut outputs: Vec<MergeOutput>,
     adds: &[u64],
     removes: &[u64],
     generation: u64,
@@ -154,7 +157,7 @@ fn commit(
         ..Default::default()
     };
     let mut batch = tables_batch(&outputs);
-    write_tables(shared, &mut batch, &outputs, &mut report)?;
+    write_tables(shared, &mut batch, &mut outputs, &mut report)?;
 
     let (pending_cf, tomb_cf) = (
         db.family(keys::PENDING_FAMILY)?,

@@ -16,10 +16,53 @@ pub struct MergeOutput {
     pub state: TableState,
     /// Keys of old blocks that were rewritten or dropped.
     pub removed: Vec<u64>,
-    /// New blocks `(key, bytes)`, in key order.
-    pub added: Vec<(u64, Arc<[u8]>)>,
+    /// New blocks, in key order.
+    pub added: Added,
     /// A new code the added blocks use, to be stored under this id.
     pub new_code: Option<(u32, Arc<Code>)>,
+}
+
+/// The blocks a merge wrote, back to back in one buffer: a whole table
+/// rewritten takes one allocation, given back at once when it is dropped
+/// (once its blocks are in the write batch), not block by block.
+#[derive(Debug, Clone, Default)]
+pub struct Added {
+    keys: Vec<u64>,
+    /// Where each block ends in `bytes`.
+    ends: Vec<usize>,
+    bytes: Vec<u8>,
+}
+
+impl Added {
+    fn push(&mut self, key: u64, block: &[u8]) {
+        self.bytes.extend_from_slice(block);
+        self.keys.push(key);
+        self.ends.push(self.bytes.len());
+    }
+
+    /// Number of blocks.
+    pub fn len(&self) -> usize {
+        self.keys.len()
+    }
+
+    /// Whether there are none.
+    pub fn is_empty(&self) -> bool {
+        self.keys.is_empty()
+    }
+
+    /// Bytes of all the blocks.
+    pub fn byte_len(&self) -> usize {
+        self.bytes.len()
+    }
+
+    /// The blocks `(key, bytes)`, in key order.
+    pub fn iter(&self) -> impl Iterator<Item = (u64, &[u8])> + '_ {
+        let starts = std::iter::once(0).chain(self.ends.iter().copied());
+        self.keys
+            .iter()
+            .zip(starts.zip(&self.ends))
+            .map(|(&key, (start, &end))| (key, &self.bytes[start..end]))
+    }
 }
 
 /// A maximal run of consecutive blocks touched by the changes, decoded and
@@ -106,7 +149,7 @@ pub fn merge(
     let mut keys = Vec::with_capacity(n + runs.len());
     let mut blocks: Vec<Slot> = Vec::with_capacity(n + runs.len());
     let mut removed = Vec::new();
-    let mut added = Vec::new();
+    let mut added = Added::default();
     let mut carry: Vec<u64> = Vec::new();
     let mut runs = runs.into_iter().peekable();
     let mut j = 0;
@@ -161,7 +204,6 @@ pub fn merge(
             let key = fps[key_at];
             let count = crate::table::header_count(&bytes);
             offset += usize::from(count);
-            let bytes: Arc<[u8]> = bytes.into();
             keys.push(key);
             blocks.push(Slot {
                 // Packed from the values just encoded. A table on disk
@@ -176,7 +218,7 @@ pub fn merge(
                 len: bytes.len() as u32,
                 count,
             });
-            added.push((key, bytes));
+            added.push(key, &bytes);
         }
     }
     let state = TableState::from_slots(old.number, keys, blocks, codes, old.source.clone());
@@ -332,9 +374,9 @@ mod tests {
             for key in &out.removed {
                 code_of.remove(key);
             }
-            for (key, bytes) in &out.added {
+            for (key, bytes) in out.added.iter() {
                 let id = crate::codec::BlockView::parse(bytes).unwrap().code_id();
-                code_of.insert(*key, id);
+                code_of.insert(key, id);
             }
             t = out.state;
             assert_eq!(code_of.keys().copied().collect::<Vec<_>>(), t.keys());

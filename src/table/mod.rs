@@ -12,7 +12,7 @@ use std::sync::Arc;
 use zerocopy::FromBytes;
 
 pub use codes::Codebook;
-pub use merge::{merge, MergeOutput};
+pub use merge::{merge, Added, MergeOutput};
 pub use packed::{Cursor, Packed};
 
 use crate::codec::{BlockHeader, BlockView, Code, Visit};
