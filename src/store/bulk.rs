@@ -93,7 +93,12 @@ pub(crate) fn insert_bulk(shared: &Shared, pairs: &[(u64, Option<u64>)]) -> Resu
     state.tombstones.clear();
     state.ids = counters.ids + new_ids;
     shared.generation.fetch_add(1, Ordering::Release);
-    Ok(())
+    drop(state);
+    // The memtables now hold every block written, as much again as the
+    // tables: flush them before returning rather than beside the next
+    // bulk insert's merge (and so the log of a bulk insert is never
+    // replayed by an open).
+    shared.db.flush()
 }
 
 /// Whether a batch of `n` inserts is worth merging straight into the
