@@ -8,6 +8,7 @@
 //! with the `storage` feature, the RocksDB-backed store.
 
 pub mod codec;
+mod cpu;
 pub mod error;
 pub mod format;
 pub mod index;

@@ -3,7 +3,6 @@
 
 mod bulk;
 mod compact;
-mod cpu;
 mod near;
 mod open;
 mod options;

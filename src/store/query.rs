@@ -54,7 +54,7 @@ fn collect(
     first: bool,
 ) -> Result<Vec<(u64, u32)>> {
     #[cfg(target_arch = "x86_64")]
-    if super::cpu::fast_bits() {
+    if crate::cpu::fast_bits() {
         // SAFETY: `fast_bits` checked that this processor has every
         // feature `collect_fast_bits` is compiled for.
         return unsafe { collect_fast_bits(shared, state, probe, fp, k, first) };
@@ -382,7 +382,7 @@ fn probe_tables_dispatch(
     k: u32,
 ) -> Result<Vec<Vec<(u64, u32)>>> {
     #[cfg(target_arch = "x86_64")]
-    if super::cpu::fast_bits() {
+    if crate::cpu::fast_bits() {
         // SAFETY: `fast_bits` checked that this processor has every
         // feature `probe_tables_fast_bits` is compiled for.
         return unsafe { probe_tables_fast_bits(shared, state, tables, chunk, k) };

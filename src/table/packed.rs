@@ -16,13 +16,19 @@ use std::sync::Arc;
 
 use zerocopy::IntoBytes;
 
+/// Blocks whose low parts are narrower than this are scanned one value at
+/// a time: the low parts' distance rules out too few values.
+const WIDE_MIN_LOW_BITS: u32 = 16;
+
 /// Low parts are at most this wide, so one 8-byte load reads any of them
 /// (a high part is then below 2^8).
 const MAX_LOW_BITS: u32 = 56;
 
-/// Sorted fingerprints, packed as offsets from the first.
+/// Sorted fingerprints, packed as offsets from `base`: the first with its
+/// low `low_bits` bits cleared, so a value's low part is its own low bits.
 #[derive(Debug, Clone)]
 pub struct Packed {
+    base: u64,
     first: u64,
     count: u32,
     /// Bits of an offset stored in the low parts.
@@ -77,7 +83,9 @@ impl Packed {
         } else {
             (u64::BITS - 1 - per.leading_zeros()).min(MAX_LOW_BITS)
         };
-        let upper_bits = (span >> low_bits) as usize + n;
+        let mask = (1u64 << low_bits) - 1;
+        let base = first & !mask;
+        let upper_bits = (values.last().map_or(0, |&last| last - base) >> low_bits) as usize + n;
         let upper_words = upper_bits.div_ceil(64);
         let lower_words = (n * low_bits as usize).div_ceil(64);
         // Collected straight into its shared allocation (no Vec to copy
@@ -85,11 +93,10 @@ impl Packed {
         let mut shared: Arc<[u64]> =
             std::iter::repeat_n(0, upper_words + lower_words + 1).collect();
         let words = Arc::get_mut(&mut shared).unwrap_or_else(|| unreachable!());
-        let mask = (1u64 << low_bits) - 1;
         // Low bits not yet written, the lowest first.
         let (mut pending, mut filled, mut at) = (0u128, 0u32, upper_words);
         for (i, &v) in values.iter().enumerate() {
-            let offset = v - first;
+            let offset = v - base;
             let bit = (offset >> low_bits) as usize + i;
             words[bit / 64] |= 1 << (bit % 64);
             pending |= u128::from(offset & mask) << filled;
@@ -105,6 +112,7 @@ impl Packed {
             words[at] = pending as u64;
         }
         Self {
+            base,
             first,
             count: n as u32,
             low_bits,
@@ -165,9 +173,10 @@ impl Packed {
     /// there is none).
     #[inline(always)]
     pub fn lower_bound(&self, x: u64) -> Cursor {
-        let Some(target) = x.checked_sub(self.first).filter(|&t| t > 0) else {
+        if x <= self.first {
             return Cursor::START;
-        };
+        }
+        let target = x - self.base;
         let high = target >> self.low_bits;
         // Every value's bit has as many zeros before it as its high part, so
         // the values with a smaller high part are those before zero number
@@ -251,7 +260,7 @@ impl Packed {
         loop {
             let high = (bit - i) as u64;
             let v = self
-                .first
+                .base
                 .wrapping_add((high << low_bits) | Self::low(lower, low_bits, i));
             if v > hi {
                 return Scan::PastEnd;
@@ -282,12 +291,139 @@ impl Packed {
         hi: u64,
         q: u64,
         k: u32,
+        near: impl FnMut(u64, u32) -> bool,
+    ) -> Scan {
+        #[cfg(target_arch = "x86_64")]
+        if self.low_bits >= WIDE_MIN_LOW_BITS && crate::cpu::wide_popcount() {
+            // SAFETY: `wide_popcount` checked that this processor has
+            // AVX-512F and AVX512-VPOPCNTDQ, the features `scan_near_wide`
+            // is compiled for.
+            return unsafe { self.scan_near_wide(cursor, hi, q, k, near) };
+        }
+        self.scan_near_scalar(cursor, hi, q, k, near)
+    }
+
+    /// [`scan_near`](Self::scan_near) one value at a time: the reference
+    /// the wide loop is tested against.
+    #[inline(always)]
+    pub fn scan_near_scalar(
+        &self,
+        cursor: Cursor,
+        hi: u64,
+        q: u64,
+        k: u32,
         mut near: impl FnMut(u64, u32) -> bool,
     ) -> Scan {
         self.visit(cursor, hi, |v| {
             let d = (v ^ q).count_ones();
             d > k || near(v, d)
         })
+    }
+
+    /// [`scan_near`](Self::scan_near) eight values at a time. A value's
+    /// low part is its own low `low_bits` bits (offsets are from `base`,
+    /// whose low bits are zero), so their distance from `q`'s is a lower
+    /// bound of the value's: the loop gathers eight low parts, XORs,
+    /// counts per lane and compares, and only the rare lane within `k`
+    /// is read in full (its high part found by a select). The run's end
+    /// is found first, by a search for the first value above `hi`.
+    ///
+    /// # Safety
+    /// The processor must have AVX-512F and AVX512-VPOPCNTDQ.
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx512f,avx512vpopcntdq,popcnt")]
+    pub unsafe fn scan_near_wide(
+        &self,
+        cursor: Cursor,
+        hi: u64,
+        q: u64,
+        k: u32,
+        mut near: impl FnMut(u64, u32) -> bool,
+    ) -> Scan {
+        use std::arch::x86_64::{
+            __mmask8, _mm512_and_si512, _mm512_mask_cmple_epu64_mask, _mm512_mask_i64gather_epi64,
+            _mm512_popcnt_epi64, _mm512_set1_epi64, _mm512_set_epi64, _mm512_setzero_si512,
+            _mm512_srli_epi64, _mm512_srlv_epi64, _mm512_xor_si512,
+        };
+        let n = self.len();
+        let start = cursor.index();
+        if start >= n {
+            return Scan::Exhausted;
+        }
+        let end = match hi.checked_add(1) {
+            Some(above) => self.lower_bound(above).index(),
+            None => n,
+        };
+        let w = i64::from(self.low_bits);
+        let mask = (1u64 << self.low_bits) - 1;
+        let lower = self.lower();
+        let lane_bits = _mm512_set_epi64(7 * w, 6 * w, 5 * w, 4 * w, 3 * w, 2 * w, w, 0);
+        let masks = _mm512_set1_epi64(mask as i64);
+        let sevens = _mm512_set1_epi64(7);
+        let qs = _mm512_set1_epi64((q & mask) as i64);
+        let ks = _mm512_set1_epi64(i64::from(k));
+        let mut i = start;
+        while i < end {
+            let left = end - i;
+            let valid: __mmask8 = if left >= 8 { 0xff } else { (1u8 << left) - 1 };
+            let bits = std::arch::x86_64::_mm512_add_epi64(
+                _mm512_set1_epi64((i as u64 * self.low_bits as u64) as i64),
+                lane_bits,
+            );
+            // SAFETY: only the lanes of values below `end <= n` are read,
+            // each eight bytes from its low part's first byte, which the
+            // spare word keeps inside `lower`.
+            let words = unsafe {
+                _mm512_mask_i64gather_epi64::<1>(
+                    _mm512_setzero_si512(),
+                    valid,
+                    _mm512_srli_epi64::<3>(bits),
+                    lower.as_ptr().cast(),
+                )
+            };
+            let lows = _mm512_and_si512(
+                _mm512_srlv_epi64(words, _mm512_and_si512(bits, sevens)),
+                masks,
+            );
+            let d = _mm512_popcnt_epi64(_mm512_xor_si512(lows, qs));
+            let mut hits = _mm512_mask_cmple_epu64_mask(valid, d, ks);
+            while hits != 0 {
+                let index = i + hits.trailing_zeros() as usize;
+                hits &= hits - 1;
+                let Some(v) = self.value_at(index) else {
+                    continue;
+                };
+                let d = (v ^ q).count_ones();
+                if d <= k && !near(v, d) {
+                    return Scan::Stopped;
+                }
+            }
+            i += 8;
+        }
+        if end < n {
+            Scan::PastEnd
+        } else {
+            Scan::Exhausted
+        }
+    }
+
+    /// Value `index` (`None` past the end), its high part found by a
+    /// select over the bit vector.
+    fn value_at(&self, index: usize) -> Option<u64> {
+        let mut rank = index;
+        for (w, &word) in self.upper().iter().enumerate() {
+            let ones = word.count_ones() as usize;
+            if rank < ones {
+                let bit = w * 64 + select_in_word(word, rank as u32) as usize;
+                let low = Self::low(self.lower(), self.low_bits, index);
+                return Some(
+                    self.base
+                        .wrapping_add(((bit - index) as u64) << self.low_bits | low),
+                );
+            }
+            rank -= ones;
+        }
+        None
     }
 
     /// Appends every value to `out`, in order.
@@ -377,6 +513,25 @@ mod tests {
                 prop_assert_eq!(&got, &want);
                 let past = values[from..].iter().any(|&v| v > hi);
                 prop_assert_eq!(end, if past { Scan::PastEnd } else { Scan::Exhausted });
+                // Both loops, whichever `scan_near` chose.
+                let mut scalar = Vec::new();
+                let scalar_end = packed.scan_near_scalar(cursor, hi, q, k, |v, d| {
+                    scalar.push((v, d));
+                    true
+                });
+                prop_assert_eq!((&scalar, scalar_end), (&want, end));
+                #[cfg(target_arch = "x86_64")]
+                if crate::cpu::wide_popcount() {
+                    let mut wide = Vec::new();
+                    // SAFETY: `wide_popcount` checked the features.
+                    let wide_end = unsafe {
+                        packed.scan_near_wide(cursor, hi, q, k, |v, d| {
+                            wide.push((v, d));
+                            true
+                        })
+                    };
+                    prop_assert_eq!((&wide, wide_end), (&want, end));
+                }
             }
         }
     }
