@@ -16,9 +16,10 @@ use std::sync::Arc;
 
 use zerocopy::IntoBytes;
 
-/// Blocks whose low parts are narrower than this are scanned one value at
-/// a time: the low parts' distance rules out too few values.
-const WIDE_MIN_LOW_BITS: u32 = 16;
+/// Blocks whose low parts are narrower than this are scanned value by
+/// value, high part and all: their low parts' distance from a query's
+/// would rule out too few values.
+const LOWS_MIN_BITS: u32 = 16;
 
 /// Low parts are at most this wide, so one 8-byte load reads any of them
 /// (a high part is then below 2^8).
@@ -293,18 +294,67 @@ impl Packed {
         k: u32,
         near: impl FnMut(u64, u32) -> bool,
     ) -> Scan {
-        #[cfg(target_arch = "x86_64")]
-        if self.low_bits >= WIDE_MIN_LOW_BITS && crate::cpu::wide_popcount() {
-            // SAFETY: `wide_popcount` checked that this processor has
-            // AVX-512F and AVX512-VPOPCNTDQ, the features `scan_near_wide`
-            // is compiled for.
-            return unsafe { self.scan_near_wide(cursor, hi, q, k, near) };
+        if self.low_bits >= LOWS_MIN_BITS {
+            #[cfg(target_arch = "x86_64")]
+            if crate::cpu::wide_popcount() {
+                // SAFETY: `wide_popcount` checked that this processor has
+                // AVX-512F and AVX512-VPOPCNTDQ, the features
+                // `scan_near_wide` is compiled for.
+                return unsafe { self.scan_near_wide(cursor, hi, q, k, near) };
+            }
+            return self.scan_near_lows(cursor, hi, q, k, near);
         }
         self.scan_near_scalar(cursor, hi, q, k, near)
     }
 
-    /// [`scan_near`](Self::scan_near) one value at a time: the reference
-    /// the wide loop is tested against.
+    /// [`scan_near`](Self::scan_near) by low parts, one value at a time: a
+    /// value's low part is its own low `low_bits` bits (offsets are from
+    /// `base`, whose low bits are zero), so their distance from `q`'s is a
+    /// lower bound of the value's; only a value that passes it is read in
+    /// full (its high part found by a select). The run's end is found
+    /// first, by a search for the first value above `hi`.
+    #[inline(always)]
+    pub fn scan_near_lows(
+        &self,
+        cursor: Cursor,
+        hi: u64,
+        q: u64,
+        k: u32,
+        mut near: impl FnMut(u64, u32) -> bool,
+    ) -> Scan {
+        let n = self.len();
+        let start = cursor.index();
+        if start >= n {
+            return Scan::Exhausted;
+        }
+        let end = match hi.checked_add(1) {
+            Some(above) => self.lower_bound(above).index(),
+            None => n,
+        };
+        let lower = self.lower();
+        let w = self.low_bits;
+        let q_low = q & ((1u64 << w) - 1);
+        for i in start..end.max(start) {
+            let low = Self::low(lower, w, i);
+            if (low ^ q_low).count_ones() <= k {
+                let Some(v) = self.value_at(i) else {
+                    continue;
+                };
+                let d = (v ^ q).count_ones();
+                if d <= k && !near(v, d) {
+                    return Scan::Stopped;
+                }
+            }
+        }
+        if end < n {
+            Scan::PastEnd
+        } else {
+            Scan::Exhausted
+        }
+    }
+
+    /// [`scan_near`](Self::scan_near) one value at a time, high part and
+    /// all: the reference the loops by low parts are tested against.
     #[inline(always)]
     pub fn scan_near_scalar(
         &self,
@@ -320,13 +370,9 @@ impl Packed {
         })
     }
 
-    /// [`scan_near`](Self::scan_near) eight values at a time. A value's
-    /// low part is its own low `low_bits` bits (offsets are from `base`,
-    /// whose low bits are zero), so their distance from `q`'s is a lower
-    /// bound of the value's: the loop gathers eight low parts, XORs,
-    /// counts per lane and compares, and only the rare lane within `k`
-    /// is read in full (its high part found by a select). The run's end
-    /// is found first, by a search for the first value above `hi`.
+    /// [`scan_near_lows`](Self::scan_near_lows) eight values at a time:
+    /// the loop gathers eight low parts, XORs, counts per lane and
+    /// compares, and only the rare lane within `k` is read in full.
     ///
     /// # Safety
     /// The processor must have AVX-512F and AVX512-VPOPCNTDQ.
@@ -498,39 +544,49 @@ mod tests {
                 let cursor = packed.lower_bound(x);
                 prop_assert_eq!(cursor.index(), from);
                 let hi = x.saturating_add(p >> (p % 64));
-                let q = x ^ (p >> 40);
-                let mut got = Vec::new();
-                let end = packed.scan_near(cursor, hi, q, k, |v, d| {
-                    got.push((v, d));
-                    true
-                });
-                let want: Vec<(u64, u32)> = values[from..]
-                    .iter()
-                    .take_while(|&&v| v <= hi)
-                    .map(|&v| (v, (v ^ q).count_ones()))
-                    .filter(|&(_, d)| d <= k)
-                    .collect();
-                prop_assert_eq!(&got, &want);
-                let past = values[from..].iter().any(|&v| v > hi);
-                prop_assert_eq!(end, if past { Scan::PastEnd } else { Scan::Exhausted });
-                // Both loops, whichever `scan_near` chose.
-                let mut scalar = Vec::new();
-                let scalar_end = packed.scan_near_scalar(cursor, hi, q, k, |v, d| {
-                    scalar.push((v, d));
-                    true
-                });
-                prop_assert_eq!((&scalar, scalar_end), (&want, end));
-                #[cfg(target_arch = "x86_64")]
-                if crate::cpu::wide_popcount() {
-                    let mut wide = Vec::new();
-                    // SAFETY: `wide_popcount` checked the features.
-                    let wide_end = unsafe {
-                        packed.scan_near_wide(cursor, hi, q, k, |v, d| {
-                            wide.push((v, d));
-                            true
-                        })
-                    };
-                    prop_assert_eq!((&wide, wide_end), (&want, end));
+                // A query a few bits from `x` (often a stored value), and
+                // one within two bits of it, so matches at exactly `k` occur.
+                let near_x = x ^ (1 << (p % 64)) ^ (1 << ((p >> 6) % 64));
+                for q in [x ^ (p >> 40), near_x] {
+                    let mut got = Vec::new();
+                    let end = packed.scan_near(cursor, hi, q, k, |v, d| {
+                        got.push((v, d));
+                        true
+                    });
+                    let want: Vec<(u64, u32)> = values[from..]
+                        .iter()
+                        .take_while(|&&v| v <= hi)
+                        .map(|&v| (v, (v ^ q).count_ones()))
+                        .filter(|&(_, d)| d <= k)
+                        .collect();
+                    prop_assert_eq!(&got, &want);
+                    let past = values[from..].iter().any(|&v| v > hi);
+                    prop_assert_eq!(end, if past { Scan::PastEnd } else { Scan::Exhausted });
+                    // Every loop, whichever `scan_near` chose.
+                    let mut scalar = Vec::new();
+                    let scalar_end = packed.scan_near_scalar(cursor, hi, q, k, |v, d| {
+                        scalar.push((v, d));
+                        true
+                    });
+                    prop_assert_eq!((&scalar, scalar_end), (&want, end));
+                    let mut lows = Vec::new();
+                    let lows_end = packed.scan_near_lows(cursor, hi, q, k, |v, d| {
+                        lows.push((v, d));
+                        true
+                    });
+                    prop_assert_eq!((&lows, lows_end), (&want, end));
+                    #[cfg(target_arch = "x86_64")]
+                    if crate::cpu::wide_popcount() {
+                        let mut wide = Vec::new();
+                        // SAFETY: `wide_popcount` checked the features.
+                        let wide_end = unsafe {
+                            packed.scan_near_wide(cursor, hi, q, k, |v, d| {
+                                wide.push((v, d));
+                                true
+                            })
+                        };
+                        prop_assert_eq!((&wide, wide_end), (&want, end));
+                    }
                 }
             }
         }
