@@ -567,31 +567,27 @@ impl Loader {
     fn decode_waiting(&mut self) {
         let n = self.waiting_len;
         self.waiting_len = 0;
-        let views: Vec<Option<(BlockView<'_>, &Code)>> = self.waiting[..n]
-            .iter()
-            .map(|(_, bytes)| {
-                let view = BlockView::parse_verified(bytes).ok()?;
-                Some((view, self.codes.get(view.code_id())?))
-            })
-            .collect();
-        let results: Vec<bool> = if n == LOAD_LANES && views.iter().all(Option::is_some) {
-            let lanes: [(BlockView<'_>, &Code); LOAD_LANES] =
-                std::array::from_fn(|i| views[i].unwrap_or_else(|| unreachable!()));
-            let decoded = crate::codec::decode_many(
-                &lanes.map(|(v, _)| v),
-                lanes.map(|(_, c)| c),
+        let views: [Option<(BlockView<'_>, &Code)>; LOAD_LANES] = std::array::from_fn(|i| {
+            let (_, bytes) = self.waiting[..n].get(i)?;
+            let view = BlockView::parse_verified(bytes).ok()?;
+            Some((view, self.codes.get(view.code_id())?))
+        });
+        let results: [bool; LOAD_LANES] = match views {
+            [Some(a), Some(b), Some(c), Some(d)] => crate::codec::decode_many(
+                &[a.0, b.0, c.0, d.0],
+                [a.1, b.1, c.1, d.1],
                 &mut self.scratch,
-            );
-            decoded.iter().map(Result::is_ok).collect()
-        } else {
-            views
-                .iter()
-                .zip(self.scratch.iter_mut())
-                .map(|(v, out)| v.is_some_and(|(view, code)| view.decode_into(code, out).is_ok()))
-                .collect()
+            )
+            .map(|r| r.is_ok()),
+            _ => {
+                let mut ok = [false; LOAD_LANES];
+                for ((ok, v), out) in ok.iter_mut().zip(&views).zip(&mut self.scratch) {
+                    *ok = v.is_some_and(|(view, code)| view.decode_into(code, out).is_ok());
+                }
+                ok
+            }
         };
-        drop(views);
-        for (i, ok) in results.into_iter().enumerate() {
+        for (i, ok) in results.into_iter().enumerate().take(n) {
             let (slot, bytes) = &self.waiting[i];
             self.blocks[*slot].held = if ok {
                 Held::Packed(Packed::new(&self.scratch[i]))
