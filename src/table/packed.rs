@@ -1,10 +1,13 @@
 //! A block's fingerprints as queries read them in memory, in the
-//! Elias-Fano form: each fingerprint's offset from the block's first is
-//! split into `low` bits, stored in a fixed number of bits back to back,
-//! and the rest (`high`), stored in unary in a small bit vector (offset `i`
-//! sets bit `high + i`). A probe finds its place from the bit vector
-//! (which zero starts its high part) without decoding anything before it,
-//! and reads a run with a shift, a mask and a bit scan per fingerprint.
+//! Elias-Fano form: each fingerprint's offset from the block's first (with
+//! that one's `low` lowest bits cleared) is split into `low` bits, stored
+//! in a fixed number of bits back to back, and the rest (`high`), stored
+//! in unary in a small bit vector (offset `i` sets bit `high + i`). A
+//! probe finds its place from the bit vector (which zero starts its high
+//! part) without decoding anything before it. A value's low part is its
+//! own low bits, so a near scan tests those against the query's first
+//! (a shift, a mask and a popcount a value, eight at a time with AVX-512)
+//! and reads the rare value that passes in full.
 //!
 //! Memory only, never stored: built from a block that decoded cleanly, or
 //! from the fingerprints a merge encodes. It takes `low + 2..3` bits a
