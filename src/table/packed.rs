@@ -330,30 +330,17 @@ impl Packed {
         if start >= n {
             return Scan::Exhausted;
         }
-        let end = match hi.checked_add(1) {
-            Some(above) => self.lower_bound(above).index(),
-            None => n,
-        };
+        let end = self.end_of(hi);
         let lower = self.lower();
         let w = self.low_bits;
         let q_low = q & ((1u64 << w) - 1);
         for i in start..end.max(start) {
             let low = Self::low(lower, w, i);
-            if (low ^ q_low).count_ones() <= k {
-                let Some(v) = self.value_at(i) else {
-                    continue;
-                };
-                let d = (v ^ q).count_ones();
-                if d <= k && !near(v, d) {
-                    return Scan::Stopped;
-                }
+            if (low ^ q_low).count_ones() <= k && !self.report(i, q, k, &mut near) {
+                return Scan::Stopped;
             }
         }
-        if end < n {
-            Scan::PastEnd
-        } else {
-            Scan::Exhausted
-        }
+        self.ended(end)
     }
 
     /// [`scan_near`](Self::scan_near) one value at a time, high part and
@@ -399,10 +386,7 @@ impl Packed {
         if start >= n {
             return Scan::Exhausted;
         }
-        let end = match hi.checked_add(1) {
-            Some(above) => self.lower_bound(above).index(),
-            None => n,
-        };
+        let end = self.end_of(hi);
         let w = i64::from(self.low_bits);
         let mask = (1u64 << self.low_bits) - 1;
         let lower = self.lower();
@@ -439,21 +423,51 @@ impl Packed {
             while hits != 0 {
                 let index = i + hits.trailing_zeros() as usize;
                 hits &= hits - 1;
-                let Some(v) = self.value_at(index) else {
-                    continue;
-                };
-                let d = (v ^ q).count_ones();
-                if d <= k && !near(v, d) {
+                if !self.report(index, q, k, &mut near) {
                     return Scan::Stopped;
                 }
             }
             i += 8;
         }
-        if end < n {
+        self.ended(end)
+    }
+
+    /// The index just past the last value at most `hi`.
+    #[inline(always)]
+    fn end_of(&self, hi: u64) -> usize {
+        match hi.checked_add(1) {
+            Some(above) => self.lower_bound(above).index(),
+            None => self.len(),
+        }
+    }
+
+    /// How a scan that went up to `end` (from [`end_of`](Self::end_of))
+    /// ended.
+    #[inline(always)]
+    fn ended(&self, end: usize) -> Scan {
+        if end < self.len() {
             Scan::PastEnd
         } else {
             Scan::Exhausted
         }
+    }
+
+    /// Reads value `index`, whose low part passed, in full and passes it
+    /// to `near` when it is within `k` of `q`; `false` when `near` asks
+    /// to stop.
+    #[inline(always)]
+    fn report(
+        &self,
+        index: usize,
+        q: u64,
+        k: u32,
+        near: &mut impl FnMut(u64, u32) -> bool,
+    ) -> bool {
+        let Some(v) = self.value_at(index) else {
+            return true;
+        };
+        let d = (v ^ q).count_ones();
+        d > k || near(v, d)
     }
 
     /// Value `index` (`None` past the end), its high part found by a
