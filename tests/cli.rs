@@ -425,3 +425,45 @@ fn memory_budget_serves_from_disk_with_the_same_answers() {
         model.fps.len() as u64
     );
 }
+
+/// `simstore query` answers each line as soon as it arrives (queries read
+/// together are answered together, but none waits for input still to
+/// come): a caller writing one query and waiting for its answer gets it.
+#[test]
+fn query_answers_a_line_before_the_next_arrives() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("s");
+    let d = dir_str(&store);
+    ok(&["create", d, "--max-distance", "3"], "");
+    ok(&["add", d], "00000000000000ff 1\n");
+    for extra in [&[][..], &["--first"][..]] {
+        let mut child = bin()
+            .args(["query", d])
+            .args(extra)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut input = child.stdin.take().unwrap();
+        let (tx, rx) = std::sync::mpsc::channel();
+        let output = child.stdout.take().unwrap();
+        std::thread::spawn(move || {
+            for line in BufReader::new(output).lines() {
+                if tx.send(line.unwrap()).is_err() {
+                    return;
+                }
+            }
+        });
+        for q in ["00000000000000fe", "0000000000000000", "00000000000000ff"] {
+            writeln!(input, "{q}").unwrap();
+            input.flush().unwrap();
+            let answer = rx
+                .recv_timeout(std::time::Duration::from_secs(30))
+                .expect("no answer while the next query is still to come");
+            assert!(answer.contains(&format!("\"query\":\"{q}\"")), "{answer}");
+        }
+        drop(input);
+        assert!(child.wait().unwrap().success());
+        assert!(rx.recv().is_err(), "an answer too many");
+    }
+}

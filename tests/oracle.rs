@@ -203,6 +203,8 @@ fn distance_beyond_the_plan_is_refused() {
         store.query(1, 3).err(),
         store.query_first(1, 3).err(),
         store.query_batch(&[1], 3).err(),
+        store.query_many(&[1], 3).err(),
+        store.query_first_many(&[1], 3).err(),
     ] {
         match r {
             Some(simstore::Error::DistanceTooLarge {

@@ -270,23 +270,72 @@ pub fn query(
         out.flush()?;
         return read;
     }
+    // Queries already read are answered a few at a time (their probes
+    // interleaved); none waits for input that has not arrived, so an
+    // interactive caller still gets each answer as soon as it asks.
     let mut line = String::new();
+    let mut waiting = Vec::with_capacity(QUERY_GROUP);
     let result = for_each_line(input, parse, |_, fp, more| {
-        if let Some(fp) = fp {
-            let matches = if first {
-                store.query_first(fp, k)?.into_iter().collect()
-            } else {
-                store.query(fp, k)?
-            };
-            write_answer(out, &mut line, fp, &matches)?;
+        waiting.extend(fp);
+        if waiting.len() == QUERY_GROUP || !more {
+            answer(store, out, &mut line, &mut waiting, k, first)?;
         }
         if !more {
             out.flush()?;
         }
         Ok(())
     });
+    // What was read before a malformed line is answered before it is
+    // reported.
+    answer(store, out, &mut line, &mut waiting, k, first)?;
     out.flush()?;
     result
+}
+
+/// Queries of `simstore query` answered together (see
+/// [`Store::query_many`](simstore::Store::query_many)).
+const QUERY_GROUP: usize = 4;
+
+/// Answers and empties `waiting`. When the group fails (a corrupt
+/// block), its queries are answered one by one, so those before the one
+/// that fails are written, as without grouping, before the error.
+fn answer(
+    store: &Store,
+    out: &mut impl Write,
+    line: &mut String,
+    waiting: &mut Vec<u64>,
+    k: u32,
+    first: bool,
+) -> Result<(), Failure> {
+    if waiting.is_empty() {
+        return Ok(());
+    }
+    let answers = if first {
+        store
+            .query_first_many(waiting, k)
+            .map(|a| a.into_iter().map(|m| m.into_iter().collect()).collect())
+    } else {
+        store.query_many(waiting, k)
+    };
+    let fps = std::mem::take(waiting);
+    match answers {
+        Ok(answers) => {
+            for (fp, matches) in fps.iter().zip(&answers) {
+                write_answer(out, line, *fp, matches)?;
+            }
+        }
+        Err(_) => {
+            for fp in fps {
+                let matches = if first {
+                    store.query_first(fp, k)?.into_iter().collect()
+                } else {
+                    store.query(fp, k)?
+                };
+                write_answer(out, line, fp, &matches)?;
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Writes one query's result line through the reused buffer `line`.

@@ -195,6 +195,24 @@ impl Store {
         query::query_first(&self.shared, fingerprint, k)
     }
 
+    /// [`query`](Self::query) for each of `fingerprints`, in order: the same
+    /// answers, found a few queries at a time with their probes
+    /// interleaved so that their memory reads overlap. For a stream of
+    /// queries at hand a few at a time; a large set is answered faster
+    /// by [`query_batch`](Self::query_batch).
+    pub fn query_many(&self, fingerprints: &[u64], k: u32) -> Result<Vec<Vec<Match>>> {
+        query::query_many(&self.shared, fingerprints, k, false)
+    }
+
+    /// [`query_first`](Self::query_first) for each of `fingerprints`, in
+    /// order, as [`query_many`](Self::query_many) answers them.
+    pub fn query_first_many(&self, fingerprints: &[u64], k: u32) -> Result<Vec<Option<Match>>> {
+        Ok(query::query_many(&self.shared, fingerprints, k, true)?
+            .into_iter()
+            .map(|m| m.into_iter().next())
+            .collect())
+    }
+
     /// [`query`](Self::query) for many fingerprints at once, visiting each
     /// table's blocks in order; results are in input order. Batches of
     /// 4,096 or more use up to [`batch_threads`](Self::set_batch_threads)

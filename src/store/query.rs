@@ -41,25 +41,25 @@ fn check_distance(shared: &Shared, k: u32) -> Result<&[usize]> {
         })
 }
 
-/// Candidates `(fingerprint, distance)` within `k` of `fp`, unsorted and
-/// possibly repeated; with `first`, stops after one. Runs the copy of the
-/// loop compiled for the processor's bit instructions when it has them
-/// (see [`cpu`](super::cpu)).
+/// For each of `fps`, the candidates `(fingerprint, distance)` within `k`
+/// of it, unsorted and possibly repeated; with `first`, at most one a
+/// query. Runs the copy of the loop compiled for the processor's bit
+/// instructions when it has them (see [`cpu`](crate::cpu)).
 fn collect(
     shared: &Shared,
     state: &State,
     probe: &[usize],
-    fp: u64,
+    fps: &[u64],
     k: u32,
     first: bool,
-) -> Result<Vec<(u64, u32)>> {
+) -> Result<Vec<Vec<(u64, u32)>>> {
     #[cfg(target_arch = "x86_64")]
     if crate::cpu::fast_bits() {
         // SAFETY: `fast_bits` checked that this processor has every
         // feature `collect_fast_bits` is compiled for.
-        return unsafe { collect_fast_bits(shared, state, probe, fp, k, first) };
+        return unsafe { collect_fast_bits(shared, state, probe, fps, k, first) };
     }
-    collect_portable(shared, state, probe, fp, k, first)
+    collect_portable(shared, state, probe, fps, k, first)
 }
 
 /// [`collect_portable`] compiled for POPCNT, BMI1, BMI2 and LZCNT.
@@ -72,11 +72,11 @@ unsafe fn collect_fast_bits(
     shared: &Shared,
     state: &State,
     probe: &[usize],
-    fp: u64,
+    fps: &[u64],
     k: u32,
     first: bool,
-) -> Result<Vec<(u64, u32)>> {
-    collect_portable(shared, state, probe, fp, k, first)
+) -> Result<Vec<Vec<(u64, u32)>>> {
+    collect_portable(shared, state, probe, fps, k, first)
 }
 
 /// [`collect`] for any processor; inlined into each compiled copy.
@@ -85,22 +85,22 @@ fn collect_portable(
     shared: &Shared,
     state: &State,
     probe: &[usize],
-    fp: u64,
+    fps: &[u64],
     k: u32,
     first: bool,
-) -> Result<Vec<(u64, u32)>> {
-    let mut found = Vec::new();
+) -> Result<Vec<Vec<(u64, u32)>>> {
     // Each probing stage (the block keys to search, the block, its slot
-    // and resume points, the bytes to decode) runs for every table before
-    // the next stage, so the tables' cache misses of a stage overlap
-    // (merging two stages' loops measurably loses that overlap).
-    let mut probes: Vec<Probe> = probe
-        .iter()
-        .map(|&t| {
+    // and the run's memory, the run's start) runs for every table of
+    // every query before the next stage, so the cache misses of a stage
+    // overlap (merging two stages' loops measurably loses that overlap);
+    // the runs are then scanned query by query.
+    let mut probes: Vec<Probe> = Vec::with_capacity(fps.len() * probe.len());
+    for &fp in fps {
+        for &t in probe {
             let q = shared.plan.tables()[t].permutation.apply(fp);
             let (lo, hi) = shared.plan.tables()[t].prefix_range(q);
             let keys = state.tables[t].probe_keys(lo);
-            Probe {
+            probes.push(Probe {
                 t,
                 q,
                 lo,
@@ -108,9 +108,9 @@ fn collect_portable(
                 keys,
                 block: 0,
                 start: None,
-            }
-        })
-        .collect();
+            });
+        }
+    }
     for p in &mut probes {
         p.block = state.tables[p.t].probe_block(p.keys.clone(), p.lo, p.hi);
     }
@@ -120,6 +120,29 @@ fn collect_portable(
     for p in &mut probes {
         p.start = Some(state.tables[p.t].probe_start_at(p.block, p.lo));
     }
+    let mut found = Vec::with_capacity(fps.len());
+    if probe.is_empty() {
+        found.resize_with(fps.len(), Vec::new);
+        return Ok(found);
+    }
+    // Loops, not closures: a closure is not compiled for the target
+    // features of the function around it.
+    for tables in probes.chunks(probe.len()) {
+        found.push(scan_probes(shared, state, tables, k, first)?);
+    }
+    Ok(found)
+}
+
+/// One query's candidates from its probes (one a table), stages done.
+#[inline(always)]
+fn scan_probes(
+    shared: &Shared,
+    state: &State,
+    probes: &[Probe],
+    k: u32,
+    first: bool,
+) -> Result<Vec<(u64, u32)>> {
+    let mut found = Vec::new();
     for &Probe {
         t,
         q,
@@ -127,7 +150,7 @@ fn collect_portable(
         hi,
         start,
         ..
-    } in &probes
+    } in probes
     {
         let spec = &shared.plan.tables()[t];
         let Some(start) = start else { continue };
@@ -216,7 +239,12 @@ pub(crate) fn query(shared: &Shared, fp: u64, k: u32) -> Result<Vec<Match>> {
     let probe = check_distance(shared, k)?;
     let (found, has_ids) = {
         let state = shared.state.read();
-        (collect(shared, &state, probe, fp, k, false)?, state.ids > 0)
+        (
+            collect(shared, &state, probe, &[fp], k, false)?
+                .pop()
+                .unwrap_or_default(),
+            state.ids > 0,
+        )
     };
     finish(shared, found, has_ids)
 }
@@ -226,9 +254,48 @@ pub(crate) fn query_first(shared: &Shared, fp: u64, k: u32) -> Result<Option<Mat
     let probe = check_distance(shared, k)?;
     let (found, has_ids) = {
         let state = shared.state.read();
-        (collect(shared, &state, probe, fp, k, true)?, state.ids > 0)
+        (
+            collect(shared, &state, probe, &[fp], k, true)?
+                .pop()
+                .unwrap_or_default(),
+            state.ids > 0,
+        )
     };
     Ok(finish(shared, found, has_ids)?.into_iter().next())
+}
+
+/// Queries [`query_many`] answers together.
+const GROUP: usize = 4;
+
+/// [`query`] for each of `fps` (or, with `first`, [`query_first`], as a
+/// list of at most one), `GROUP` at a time under one read lock with their
+/// probes' stages interleaved, so the cache misses of several queries
+/// overlap.
+pub(crate) fn query_many(
+    shared: &Shared,
+    fps: &[u64],
+    k: u32,
+    first: bool,
+) -> Result<Vec<Vec<Match>>> {
+    let probe = check_distance(shared, k)?;
+    let mut results = Vec::with_capacity(fps.len());
+    for group in fps.chunks(GROUP) {
+        let (found, has_ids) = {
+            let state = shared.state.read();
+            (
+                collect(shared, &state, probe, group, k, first)?,
+                state.ids > 0,
+            )
+        };
+        for f in found {
+            let mut matches = finish(shared, f, has_ids)?;
+            if first {
+                matches.truncate(1);
+            }
+            results.push(matches);
+        }
+    }
+    Ok(results)
 }
 
 /// Answers many queries, visiting each table's blocks in order once per
@@ -331,10 +398,10 @@ fn query_each(
     let answer = |part: &[u64]| -> Result<Vec<Vec<Match>>> {
         let (found, has_ids) = {
             let state = shared.state.read();
-            let found = part
-                .iter()
-                .map(|&fp| collect(shared, &state, probe, fp, k, false))
-                .collect::<Result<Vec<_>>>()?;
+            let mut found = Vec::with_capacity(part.len());
+            for group in part.chunks(GROUP) {
+                found.extend(collect(shared, &state, probe, group, k, false)?);
+            }
             (found, state.ids > 0)
         };
         found

@@ -125,17 +125,24 @@ pub fn check_store(store: &simstore::Store, model: &Model, queries: &[u64]) {
     for k in 0..=u32::from(store.max_distance()) {
         let batch = store.query_batch(queries, k).unwrap();
         assert_eq!(batch.len(), queries.len());
+        let many = store.query_many(queries, k).unwrap();
+        assert_eq!(many.len(), queries.len());
+        let first_many = store.query_first_many(queries, k).unwrap();
+        assert_eq!(first_many.len(), queries.len());
         for (i, &q) in queries.iter().enumerate() {
             let expect = model.query(q, k);
             let got = shape(&store.query(q, k).unwrap());
             assert_eq!(got, expect, "query {q:016x} k={k}");
             assert_eq!(shape(&batch[i]), expect, "batch query {q:016x} k={k}");
-            match store.query_first(q, k).unwrap() {
-                Some(m) => assert!(
-                    expect.contains(&(m.distance, m.fingerprint, m.ids.clone())),
-                    "first {q:016x}"
-                ),
-                None => assert!(expect.is_empty(), "first-match missed {q:016x} k={k}"),
+            assert_eq!(shape(&many[i]), expect, "query_many {q:016x} k={k}");
+            for first in [store.query_first(q, k).unwrap(), first_many[i].clone()] {
+                match first {
+                    Some(m) => assert!(
+                        expect.contains(&(m.distance, m.fingerprint, m.ids.clone())),
+                        "first {q:016x}"
+                    ),
+                    None => assert!(expect.is_empty(), "first-match missed {q:016x} k={k}"),
+                }
             }
         }
     }
