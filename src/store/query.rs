@@ -236,32 +236,16 @@ fn finish(shared: &Shared, mut found: Vec<(u64, u32)>, has_ids: bool) -> Result<
 
 /// Every stored fingerprint within distance `k` of `fp`.
 pub(crate) fn query(shared: &Shared, fp: u64, k: u32) -> Result<Vec<Match>> {
-    let probe = check_distance(shared, k)?;
-    let (found, has_ids) = {
-        let state = shared.state.read();
-        (
-            collect(shared, &state, probe, &[fp], k, false)?
-                .pop()
-                .unwrap_or_default(),
-            state.ids > 0,
-        )
-    };
-    finish(shared, found, has_ids)
+    Ok(query_many(shared, &[fp], k, false)?
+        .pop()
+        .unwrap_or_default())
 }
 
 /// One stored fingerprint within distance `k` of `fp`, if any.
 pub(crate) fn query_first(shared: &Shared, fp: u64, k: u32) -> Result<Option<Match>> {
-    let probe = check_distance(shared, k)?;
-    let (found, has_ids) = {
-        let state = shared.state.read();
-        (
-            collect(shared, &state, probe, &[fp], k, true)?
-                .pop()
-                .unwrap_or_default(),
-            state.ids > 0,
-        )
-    };
-    Ok(finish(shared, found, has_ids)?.into_iter().next())
+    Ok(query_many(shared, &[fp], k, true)?
+        .pop()
+        .and_then(|m| m.into_iter().next()))
 }
 
 /// Queries [`query_many`] answers together.
