@@ -29,6 +29,11 @@ pub enum Location {
     Manifest,
     /// The persisted counters.
     Counters,
+    /// A table's index record (its blocks' keys, lengths and counts).
+    TableIndex {
+        /// Table number.
+        table: usize,
+    },
     /// A key or value of the named column family outside the tables.
     Record {
         /// The column family.
@@ -45,6 +50,7 @@ impl fmt::Display for Location {
             Self::Code { table, code_id } => write!(f, "table {table} Huffman code {code_id}"),
             Self::Manifest => write!(f, "manifest"),
             Self::Counters => write!(f, "counters"),
+            Self::TableIndex { table } => write!(f, "table {table} index"),
             Self::Record { family } => write!(f, "column family {family}"),
             Self::Database => write!(f, "database files"),
         }

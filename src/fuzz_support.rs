@@ -123,6 +123,7 @@ pub fn stateful(data: &[u8]) {
     let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("tempdir: {e}"));
     let path = dir.path().join("s");
     let options = Options::new()
+        .warm(false)
         .block_size(40)
         .merge_threshold(4)
         .manual_compaction(true)

@@ -48,6 +48,15 @@ pub const MANIFEST: &[u8] = b"manifest";
 /// Key of the counters record in the default column family.
 pub const COUNTERS: &[u8] = b"counters";
 
+/// Key of table `table`'s index record in the default column family:
+/// ASCII `index` then the table number (u16).
+pub fn index(table: u16) -> [u8; 7] {
+    let mut k = [0u8; 7];
+    k[..5].copy_from_slice(b"index");
+    k[5..].copy_from_slice(&table.to_be_bytes());
+    k
+}
+
 /// Name of the column family holding table `n`.
 pub fn table_family(n: usize) -> String {
     format!("table-{n:03}")

@@ -9,7 +9,7 @@
 use zerocopy::byteorder::{BigEndian, U16, U64};
 use zerocopy::{FromBytes, Immutable, IntoBytes, KnownLayout, Unaligned};
 
-use super::{checked_body, seal, FORMAT_VERSION};
+use super::{checked_body, seal, FORMAT_VERSION, OLDEST_FORMAT_VERSION};
 use crate::plan::{Permutation, Plan};
 
 /// The manifest's magic bytes.
@@ -41,6 +41,9 @@ const TABLE_ENTRY_LEN: usize = 65;
 /// The decoded manifest.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Manifest {
+    /// The store format version it was written under (a store of an
+    /// older version is upgraded when opened).
+    pub version: u16,
     /// The table plan.
     pub plan: Plan,
     /// The largest encoded block, in bytes.
@@ -64,7 +67,7 @@ impl Manifest {
         let plan = &self.plan;
         let header = ManifestHeader {
             magic: MAGIC,
-            version: FORMAT_VERSION.into(),
+            version: self.version.into(),
             max_distance: plan.max_distance(),
             blocks: plan.blocks(),
             tables: plan.tables().len() as u8,
@@ -86,7 +89,8 @@ impl Manifest {
         // Check the version before the checksum so that a newer, longer
         // layout is reported as such rather than as corruption.
         if let Ok((h, _)) = ManifestHeader::read_from_prefix(bytes) {
-            if h.magic == MAGIC && h.version.get() != FORMAT_VERSION {
+            let version = h.version.get();
+            if h.magic == MAGIC && !(OLDEST_FORMAT_VERSION..=FORMAT_VERSION).contains(&version) {
                 return Err(ManifestError::Version(h.version.get()));
             }
         }
@@ -135,6 +139,7 @@ impl Manifest {
             )));
         }
         Ok(Self {
+            version: header.version.get(),
             plan,
             block_size: header.block_size.get(),
             expected_size: header.expected_size.get(),
@@ -149,6 +154,7 @@ mod tests {
     #[test]
     fn round_trip_and_corruption() {
         let m = Manifest {
+            version: FORMAT_VERSION,
             plan: Plan::new(3, 5).unwrap(),
             block_size: 1024,
             expected_size: 1 << 30,
@@ -162,7 +168,9 @@ mod tests {
             assert!(Manifest::decode(&bad).is_err(), "flip at {i}");
         }
         let mut newer = bytes.clone();
-        newer[9] = 2;
-        assert_eq!(Manifest::decode(&newer), Err(ManifestError::Version(2)));
+        newer[9] = 3;
+        assert_eq!(Manifest::decode(&newer), Err(ManifestError::Version(3)));
+        let older = Manifest { version: 1, ..m };
+        assert_eq!(Manifest::decode(&older.encode()).unwrap(), older);
     }
 }

@@ -7,8 +7,13 @@ pub mod manifest;
 pub mod marker;
 pub mod records;
 
-/// The store format version (marker file and manifest).
-pub const FORMAT_VERSION: u16 = 1;
+/// The store format version this build writes (marker file and
+/// manifest).
+pub const FORMAT_VERSION: u16 = 2;
+
+/// The oldest store format version this build opens (and upgrades to
+/// [`FORMAT_VERSION`]).
+pub const OLDEST_FORMAT_VERSION: u16 = 1;
 
 /// CRC-32 (IEEE) as used by every record.
 pub(crate) fn crc(bytes: &[u8]) -> u32 {

@@ -1,4 +1,4 @@
-//! Stored Huffman codes and the counters record.
+//! Stored Huffman codes, the counters record and table index records.
 
 use super::{checked_body, seal};
 use crate::codec::{Code, SYMBOLS};
@@ -89,6 +89,83 @@ pub fn decode_counters(bytes: &[u8]) -> Result<Counters, String> {
     })
 }
 
+/// Version byte of a table index record.
+pub const INDEX_RECORD_VERSION: u8 = 1;
+
+/// Bytes of one block's entry in a table index record.
+const INDEX_ENTRY_LEN: usize = 12;
+
+/// One block as its table's index record lists it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct IndexEntry {
+    /// The block's key (its first permuted fingerprint).
+    pub key: u64,
+    /// The block's stored length in bytes.
+    pub len: u16,
+    /// The fingerprints in the block (its header's count).
+    pub count: u16,
+}
+
+/// `| version u8 | blocks u32 | blocks × ( key u64 | len u16 | count u16 ) | crc32 u32 |`
+pub fn encode_index(entries: impl ExactSizeIterator<Item = IndexEntry>) -> Vec<u8> {
+    let n = entries.len();
+    let mut v = Vec::with_capacity(1 + 4 + n * INDEX_ENTRY_LEN + 4);
+    v.push(INDEX_RECORD_VERSION);
+    v.extend_from_slice(&u32::try_from(n).unwrap_or(u32::MAX).to_be_bytes());
+    for e in entries {
+        v.extend_from_slice(&e.key.to_be_bytes());
+        v.extend_from_slice(&e.len.to_be_bytes());
+        v.extend_from_slice(&e.count.to_be_bytes());
+    }
+    seal(v)
+}
+
+/// Decodes and validates a table index record: its checksum, version and
+/// length, keys strictly increasing, every count at least 1 and every
+/// length at least a block header and first fingerprint.
+pub fn decode_index(bytes: &[u8]) -> Result<Vec<IndexEntry>, String> {
+    let body = checked_body(bytes)?;
+    let (&version, rest) = body.split_first().ok_or("empty table index record")?;
+    if version != INDEX_RECORD_VERSION {
+        return Err(format!(
+            "table index record version {version}, expected {INDEX_RECORD_VERSION}"
+        ));
+    }
+    let (n, entries) = rest
+        .split_first_chunk::<4>()
+        .ok_or("table index record too short for its block count")?;
+    let n = u32::from_be_bytes(*n) as usize;
+    if entries.len() != n.saturating_mul(INDEX_ENTRY_LEN) {
+        return Err(format!(
+            "table index record of {} entry bytes for {n} blocks",
+            entries.len()
+        ));
+    }
+    let min_len = crate::codec::MIN_BLOCK_LEN;
+    let mut out = Vec::with_capacity(n);
+    for (i, e) in entries.chunks_exact(INDEX_ENTRY_LEN).enumerate() {
+        let entry = IndexEntry {
+            key: u64::from_be_bytes(e[..8].try_into().map_err(|_| "short entry")?),
+            len: u16::from_be_bytes([e[8], e[9]]),
+            count: u16::from_be_bytes([e[10], e[11]]),
+        };
+        if entry.count == 0 || usize::from(entry.len) < min_len {
+            return Err(format!(
+                "table index entry {i} (block {:016x}): {} fingerprints in {} bytes",
+                entry.key, entry.count, entry.len
+            ));
+        }
+        if out.last().is_some_and(|p: &IndexEntry| p.key >= entry.key) {
+            return Err(format!(
+                "table index entry {i} (block {:016x}) is not above the one before",
+                entry.key
+            ));
+        }
+        out.push(entry);
+    }
+    Ok(out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -112,5 +189,54 @@ mod tests {
         };
         assert_eq!(decode_counters(&encode_counters(&c)).unwrap(), c);
         assert!(decode_counters(&[1, 2]).is_err());
+    }
+
+    #[test]
+    fn index_records_round_trip_and_refuse_damage() {
+        let entries = [
+            IndexEntry {
+                key: 5,
+                len: 1024,
+                count: 150,
+            },
+            IndexEntry {
+                key: u64::MAX,
+                len: 19,
+                count: 1,
+            },
+        ];
+        let bytes = encode_index(entries.iter().copied());
+        assert_eq!(bytes.len(), 1 + 4 + 2 * 12 + 4);
+        assert_eq!(decode_index(&bytes).unwrap(), entries);
+        assert_eq!(decode_index(&encode_index(std::iter::empty())).unwrap(), []);
+        for i in 0..bytes.len() {
+            let mut bad = bytes.clone();
+            bad[i] ^= 0x04;
+            assert!(decode_index(&bad).is_err(), "flip of byte {i}");
+        }
+        let resealed = |entries: &[IndexEntry]| {
+            let mut b = encode_index(entries.iter().copied());
+            b.truncate(b.len() - 4);
+            seal(b)
+        };
+        let out_of_order = [entries[1], entries[0]];
+        assert!(decode_index(&resealed(&out_of_order))
+            .unwrap_err()
+            .contains("not above"));
+        let empty_block = [IndexEntry {
+            count: 0,
+            ..entries[0]
+        }];
+        assert!(decode_index(&resealed(&empty_block)).is_err());
+        let short_block = [IndexEntry {
+            len: 18,
+            ..entries[0]
+        }];
+        assert!(decode_index(&resealed(&short_block)).is_err());
+        // A count that promises more entries than the record holds.
+        let mut long = encode_index(entries.iter().copied());
+        long.truncate(long.len() - 4);
+        long[4] += 1;
+        assert!(decode_index(&seal(long)).unwrap_err().contains("blocks"));
     }
 }

@@ -6,7 +6,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use crate::error::{Error, Result};
-use crate::format::{marker, FORMAT_VERSION};
+use crate::format::{marker, FORMAT_VERSION, OLDEST_FORMAT_VERSION};
 
 fn io(path: &Path) -> impl Fn(std::io::Error) -> Error + '_ {
     move |source| Error::Io {
@@ -107,7 +107,7 @@ pub fn check_directory(dir: &Path) -> Result<()> {
         .ok_or_else(|| Error::NotAStore {
             path: dir.to_path_buf(),
         })?;
-    if version != FORMAT_VERSION {
+    if !(OLDEST_FORMAT_VERSION..=FORMAT_VERSION).contains(&version) {
         return Err(Error::UnsupportedVersion {
             what: "store directory",
             supported: u32::from(FORMAT_VERSION),

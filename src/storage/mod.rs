@@ -40,11 +40,14 @@ pub struct Db {
     cache: Cache,
 }
 
-/// Reads table blocks straight from the database, for tables that are not
-/// held in memory; RocksDB's block cache keeps the recently read ones.
+/// Reads table blocks straight from the database: for tables not held in
+/// memory (RocksDB's block cache keeps the recently read ones), and for
+/// blocks not read yet of tables that are (their reads bypass the cache:
+/// the table keeps what it reads).
 #[derive(Debug)]
 pub struct TableBlocks {
     db: std::sync::Arc<DB>,
+    fill_cache: bool,
 }
 
 impl crate::table::BlockSource for TableBlocks {
@@ -55,9 +58,11 @@ impl crate::table::BlockSource for TableBlocks {
             .db
             .cf_handle(&keys::table_family(table))
             .ok_or_else(|| missing("its table's column family is missing"))?;
+        let mut read = rocksdb::ReadOptions::default();
+        read.fill_cache(self.fill_cache);
         let bytes = self
             .db
-            .get_pinned_cf(family, keys::fingerprint(key))
+            .get_pinned_cf_opt(family, keys::fingerprint(key), &read)
             .map_err(db_error("reading a block"))?
             .ok_or_else(|| missing("the block is missing from the database"))?;
         Ok(std::sync::Arc::from(&bytes[..]))
@@ -198,10 +203,12 @@ impl Db {
             .set_capacity(bytes.max(BLOCK_CACHE_BYTES));
     }
 
-    /// A block source reading this database's tables.
-    pub fn table_blocks(&self) -> TableBlocks {
+    /// A block source reading this database's tables, through the block
+    /// cache when `fill_cache`.
+    pub fn table_blocks(&self, fill_cache: bool) -> TableBlocks {
         TableBlocks {
             db: std::sync::Arc::clone(&self.db),
+            fill_cache,
         }
     }
 

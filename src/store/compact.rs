@@ -104,7 +104,8 @@ pub(crate) fn tables_batch(outputs: &[MergeOutput]) -> rocksdb::WriteBatch {
     crate::storage::batch_with_capacity(bytes + 4096)
 }
 
-/// Adds the block (and code) changes of every table to `batch`.
+/// Adds the block (and code) changes of every table to `batch`, with
+/// every table's new index record.
 ///
 /// Each table's new blocks are dropped once they are in `batch` (the
 /// batch holds the copy that is written), so a merge that rewrote every
@@ -132,6 +133,11 @@ pub(crate) fn write_tables(
                 records::encode_code(code),
             );
         }
+        batch.put_cf(
+            db.default_family()?,
+            keys::index(t as u16),
+            records::encode_index(out.state.index_entries()),
+        );
         report.blocks_replaced += out.removed.len();
         report.blocks_written += added.len();
     }

@@ -12,6 +12,7 @@ mod shared;
 mod state;
 mod stats;
 mod verify;
+mod warm;
 mod write;
 
 use std::path::Path;
@@ -46,6 +47,9 @@ use shared::Shared;
 pub struct Store {
     shared: Arc<Shared>,
     compactor: Option<JoinHandle<()>>,
+    /// The thread reading blocks into memory behind the open, until it is
+    /// waited for.
+    warmer: parking_lot::Mutex<Option<JoinHandle<()>>>,
 }
 
 impl std::fmt::Debug for Store {
@@ -84,6 +88,15 @@ impl Store {
 
     fn start(shared: Shared) -> Result<Self> {
         let shared = Arc::new(shared);
+        let io = |source| crate::Error::Io {
+            path: shared.dir.clone(),
+            source,
+        };
+        let warmer = if !shared.options.no_warm {
+            warm::spawn(&shared).map_err(io)?
+        } else {
+            None
+        };
         let compactor = if shared.options.manual_compaction {
             None
         } else {
@@ -96,7 +109,21 @@ impl Store {
                 })?,
             )
         };
-        Ok(Self { shared, compactor })
+        Ok(Self {
+            shared,
+            compactor,
+            warmer: parking_lot::Mutex::new(warmer),
+        })
+    }
+
+    /// Waits until every block is held in memory (when the tables fit the
+    /// memory budget and [`Options::warm`] is on, the default): until then
+    /// a query reads the blocks it needs that are not held yet through
+    /// RocksDB, one at a time. Returns at once otherwise.
+    pub fn wait_warm(&self) {
+        if let Some(handle) = self.warmer.lock().take() {
+            let _ = handle.join();
+        }
     }
 
     /// The table plan.
@@ -275,6 +302,10 @@ impl Store {
 
 impl Drop for Store {
     fn drop(&mut self) {
+        self.shared
+            .stopping
+            .store(true, std::sync::atomic::Ordering::Release);
+        self.wait_warm();
         if let Some(handle) = self.compactor.take() {
             compact::stop_compactor(&self.shared, handle);
         }

@@ -32,6 +32,7 @@ pub(crate) fn create(dir: &Path, options: &Options) -> Result<Shared> {
     let plan = Plan::for_size(k, expected_size, options.tables)?;
     let block_size = options.block_size.unwrap_or(DEFAULT_BLOCK_SIZE);
     let manifest = Manifest {
+        version: FORMAT_VERSION,
         plan,
         block_size: block_size as u16,
         expected_size,
@@ -49,6 +50,13 @@ pub(crate) fn create(dir: &Path, options: &Options) -> Result<Shared> {
             keys::COUNTERS,
             records::encode_counters(&records::Counters::default()),
         );
+        for t in 0..manifest.plan.tables().len() {
+            batch.put_cf(
+                default,
+                keys::index(t as u16),
+                records::encode_index(std::iter::empty()),
+            );
+        }
         db.write(batch, true)?;
         drop(db);
         storage::write_marker(&staging)?;
@@ -89,7 +97,11 @@ pub(crate) fn open(dir: &Path, options: &Options) -> Result<Shared> {
         ));
     }
     check_compatible(&manifest, options)?;
+    let older = manifest.version < FORMAT_VERSION;
     let shared = load(dir, db, manifest, options)?;
+    if older {
+        upgrade(&shared)?;
+    }
     // What recovery replayed from the log stays in memtables (RocksDB is
     // told not to flush during recovery, which would delay the open);
     // flush it now, behind the open, so the next open need not replay it.
@@ -145,40 +157,76 @@ fn fingerprint_key(family: &'static str, k: &[u8]) -> Result<u64> {
     })
 }
 
-/// Reads table `t`: its blocks into memory, or (`on_disk`, the tables
-/// exceed the memory budget) only each block's key, length and count.
-fn load_table(
-    db: &Db,
-    t: usize,
-    book: BTreeMap<u32, crate::codec::Code>,
-    on_disk: bool,
-) -> Result<TableState> {
-    let family = db.table(t)?;
-    let codes = Arc::new(Codebook::from_codes(book));
+/// Table `t` from its index record: held in memory and read on first use,
+/// or (`on_disk`, the tables exceed the memory budget) read through
+/// RocksDB by every probe.
+fn open_table(db: &Db, t: usize, codes: Arc<Codebook>, on_disk: bool) -> Result<TableState> {
+    let location = Location::TableIndex { table: t };
+    let bytes = db
+        .get(db.default_family()?, &keys::index(t as u16))?
+        .ok_or_else(|| Error::corrupt(location.clone(), "the table index record is missing"))?;
+    let entries = records::decode_index(&bytes).map_err(|r| Error::corrupt(location, r))?;
+    drop(bytes);
+    let source = Arc::new(db.table_blocks(on_disk));
+    Ok(if on_disk {
+        let keys = entries.iter().map(|e| e.key).collect();
+        let sizes = entries
+            .iter()
+            .map(|e| (u32::from(e.len), e.count))
+            .collect();
+        TableState::on_disk(t, keys, sizes, codes, source)
+    } else {
+        TableState::lazy(t, &entries, codes, source)
+    })
+}
+
+/// Reads table `t` of a store of format 1 (no index records) by scanning
+/// its blocks: into memory, or (`on_disk`) only each block's key, length
+/// and count.
+fn scan_table(db: &Db, t: usize, codes: Arc<Codebook>, on_disk: bool) -> Result<TableState> {
+    if !on_disk {
+        return super::warm::read_table(db, t, codes, &|_| false, &|| false)?
+            .ok_or_else(|| Error::InvalidArgument("reading a table was stopped".into()));
+    }
     let mut block_keys = Vec::new();
     let mut sizes = Vec::new();
-    let mut loader = (!on_disk).then(|| crate::table::Loader::new(t, Arc::clone(&codes)));
-    db.scan(family, &[], |k, v| {
-        let key = keys::parse_fingerprint(k).ok_or_else(|| {
-            Error::corrupt(
-                Location::Record { family: "table" },
-                format!("block key of {} bytes", k.len()),
-            )
-        })?;
-        match &mut loader {
-            Some(loader) => loader.push(key, v),
-            None => {
-                block_keys.push(key);
-                let len = u32::try_from(v.len()).unwrap_or(u32::MAX);
-                sizes.push((len, crate::table::header_count(v)));
-            }
-        }
+    db.scan(db.table(t)?, &[], |k, v| {
+        block_keys.push(super::warm::block_key(k)?);
+        let len = u32::try_from(v.len()).unwrap_or(u32::MAX);
+        sizes.push((len, crate::table::header_count(v)));
         Ok(true)
     })?;
-    Ok(match loader {
-        Some(loader) => loader.finish(),
-        None => TableState::on_disk(t, block_keys, sizes, codes, Arc::new(db.table_blocks())),
-    })
+    let source = Arc::new(db.table_blocks(true));
+    Ok(TableState::on_disk(t, block_keys, sizes, codes, source))
+}
+
+/// Upgrades a store of an older format just opened: writes every table's
+/// index record and the manifest of the current version in one synced
+/// batch, then the marker. Skipped (the store stays as it was, and opens
+/// by scanning its blocks again) when a block header is unreadable, since
+/// an index entry needs its count.
+fn upgrade(shared: &Shared) -> Result<()> {
+    let db = &shared.db;
+    let default = db.default_family()?;
+    let mut batch = storage::batch();
+    let state = shared.state.read();
+    for (t, table) in state.tables.iter().enumerate() {
+        let record = records::encode_index(table.index_entries());
+        if records::decode_index(&record).is_err() {
+            return Ok(());
+        }
+        batch.put_cf(default, keys::index(t as u16), record);
+    }
+    drop(state);
+    let manifest = Manifest {
+        version: FORMAT_VERSION,
+        plan: shared.plan.clone(),
+        block_size: shared.block_size as u16,
+        expected_size: shared.expected_size,
+    };
+    batch.put_cf(default, keys::MANIFEST, manifest.encode());
+    db.write(batch, true)?;
+    storage::write_marker(&shared.dir)
 }
 
 /// Rebuilds the in-memory state from the database.
@@ -213,16 +261,24 @@ fn load(dir: &Path, db: Db, manifest: Manifest, options: &Options) -> Result<Sha
 
     let budget = options.effective_memory_budget();
     let on_disk = db.table_bytes()? > budget;
+    let indexed = manifest.version >= 2;
     if on_disk {
         // Blocks are read through RocksDB: its block cache may use the
         // budget the tables could not have.
         db.set_block_cache_bytes(usize::try_from(budget).unwrap_or(usize::MAX));
     }
-    // Tables load in parallel: reading, checksumming and copying a table's
-    // blocks is independent of the others, and at 10M fingerprints a
-    // table is ~56 MB.
-    let states = super::parallel::map_indexed(tables, super::parallel::cores(), |t| {
-        load_table(&db, t, codes[t].clone(), on_disk)
+    // Tables are opened from their index records; blocks are read later
+    // (see `warm`). A store of format 1 has no index records: its tables
+    // are read in full, in parallel (reading, checksumming and decoding a
+    // table's blocks is independent of the others).
+    let threads = if indexed { 1 } else { super::parallel::cores() };
+    let states = super::parallel::map_indexed(tables, threads, |t| {
+        let codes = Arc::new(Codebook::from_codes(codes[t].clone()));
+        if indexed {
+            open_table(&db, t, codes, on_disk)
+        } else {
+            scan_table(&db, t, codes, on_disk)
+        }
     })
     .into_iter()
     .collect::<Result<Vec<TableState>>>()?;
@@ -287,6 +343,7 @@ fn load(dir: &Path, db: Db, manifest: Manifest, options: &Options) -> Result<Sha
         compaction_error: Mutex::new(None),
         wake: (Mutex::new(false), Condvar::new()),
         poisoned: AtomicBool::new(false),
+        stopping: AtomicBool::new(false),
         generation: AtomicU64::new(0),
         last_sync: Mutex::new(std::time::Instant::now()),
         batch_threads: std::sync::atomic::AtomicUsize::new(

@@ -67,6 +67,8 @@ pub struct Options {
     pub(crate) merge_threshold: Option<usize>,
     pub(crate) manual_compaction: bool,
     pub(crate) memory_budget: Option<u64>,
+    /// [`warm`](Self::warm) turned off.
+    pub(crate) no_warm: bool,
 }
 
 impl Options {
@@ -119,11 +121,15 @@ impl Options {
         self
     }
 
-    /// Kept so existing callers compile; it no longer changes anything.
-    /// It chose whether in-memory resume points were built on a background
-    /// thread after open; blocks held in memory are now packed for queries
-    /// as the open reads them, so there is nothing left to warm.
-    pub fn warm(self, _warm: bool) -> Self {
+    /// Whether a background thread reads every block into memory after
+    /// the open (default: on). The open itself reads no block: tables are
+    /// opened from their index records, and a query reads a block it needs
+    /// that is not held yet through RocksDB (then holds it). Off, blocks
+    /// are read only by the queries that need them. No effect on tables
+    /// beyond the memory budget, which stay on disk.
+    /// [`Store::wait_warm`](super::Store::wait_warm) waits for the reading.
+    pub fn warm(mut self, warm: bool) -> Self {
+        self.no_warm = !warm;
         self
     }
 

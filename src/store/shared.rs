@@ -40,6 +40,8 @@ pub(crate) struct Shared {
     /// Wakes the background compactor; `true` asks it to stop.
     pub wake: (Mutex<bool>, Condvar),
     pub poisoned: AtomicBool,
+    /// Set when the handle is dropped: background work stops.
+    pub stopping: AtomicBool,
     /// Incremented by every committed write group (under the state write
     /// lock): a compaction that sees it unchanged knows nothing was
     /// inserted or deleted while it merged.

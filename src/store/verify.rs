@@ -1,14 +1,16 @@
 //! `verify`: re-reads every table from disk and checks every block's
 //! checksum, decoding, ordering and key, that all tables hold the same
-//! fingerprint set, and that pending, tombstone and id records agree with
-//! the tables.
+//! fingerprint set, that each table's index record lists exactly its
+//! blocks, and that pending, tombstone and id records agree with the
+//! tables.
 
 use std::collections::HashSet;
 
 use super::shared::Shared;
 use crate::codec::BlockView;
 use crate::error::Result;
-use crate::format::{keys, records};
+use crate::format::keys;
+use crate::format::records::{self, IndexEntry};
 
 /// What [`Store::verify`](super::Store::verify) found.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -68,12 +70,18 @@ pub(crate) fn verify(shared: &Shared) -> Result<VerifyReport> {
         let mut digest = SetDigest::default();
         let mut last: Option<u64> = None;
         let mut problems = Vec::new();
+        let mut stored = Vec::new();
         let scanned = db.scan(db.table(t)?, &[], |k, v| {
             report.blocks += 1;
             let Some(key) = keys::parse_fingerprint(k) else {
                 problems.push(format!("table {t}: block key of {} bytes", k.len()));
                 return Ok(true);
             };
+            stored.push(IndexEntry {
+                key,
+                len: u16::try_from(v.len()).unwrap_or(u16::MAX),
+                count: crate::table::header_count(v),
+            });
             let at = format!("table {t} block {key:016x}");
             if v.len() > shared.block_size {
                 problems.push(format!(
@@ -116,8 +124,9 @@ pub(crate) fn verify(shared: &Shared) -> Result<VerifyReport> {
             }
             Ok(true)
         });
-        if let Err(e) = scanned {
-            problems.push(format!("table {t}: {e}"));
+        match scanned {
+            Ok(()) => check_index(shared, t, &stored, &mut problems)?,
+            Err(e) => problems.push(format!("table {t}: {e}")),
         }
         if digest.count != table.fingerprints() {
             problems.push(format!(
@@ -140,6 +149,52 @@ pub(crate) fn verify(shared: &Shared) -> Result<VerifyReport> {
     }
     check_records(shared, &state, &mut report)?;
     Ok(report)
+}
+
+/// Table `t`'s index record (of a store of the current format) against
+/// the blocks `stored` in its family.
+fn check_index(
+    shared: &Shared,
+    t: usize,
+    stored: &[IndexEntry],
+    problems: &mut Vec<String>,
+) -> Result<()> {
+    let db = &shared.db;
+    let Some(bytes) = db.get(db.default_family()?, &keys::index(t as u16))? else {
+        problems.push(format!("table {t} index: the record is missing"));
+        return Ok(());
+    };
+    let listed = match records::decode_index(&bytes) {
+        Ok(listed) => listed,
+        Err(e) => {
+            problems.push(format!("table {t} index: {e}"));
+            return Ok(());
+        }
+    };
+    let mut differences = listed
+        .iter()
+        .map(Some)
+        .chain(std::iter::repeat(None))
+        .zip(stored.iter().map(Some).chain(std::iter::repeat(None)))
+        .take(listed.len().max(stored.len()))
+        .filter(|(a, b)| a != b);
+    if let Some((a, b)) = differences.next() {
+        let show = |e: Option<&IndexEntry>| {
+            e.map_or("nothing".to_string(), |e| {
+                format!(
+                    "block {:016x} of {} bytes holding {}",
+                    e.key, e.len, e.count
+                )
+            })
+        };
+        problems.push(format!(
+            "table {t} index: lists {} where the table stores {} ({} differences in all)",
+            show(a),
+            show(b),
+            1 + differences.count()
+        ));
+    }
+    Ok(())
 }
 
 /// Pending, tombstone and id records against the tables.

@@ -210,10 +210,11 @@ pub fn merge(
                 // keeps only the new block's size; the caller writes
                 // `added` before the new state is used, and blocks read
                 // back from disk are checked on every read.
-                held: if old.source.is_none() {
-                    Held::Packed(Packed::new(&fps[key_at..key_at + usize::from(count)]))
+                held: if old.storage.memory {
+                    let values = &fps[key_at..key_at + usize::from(count)];
+                    std::sync::OnceLock::from(Held::Packed(Packed::new(values)))
                 } else {
-                    Held::OnDisk
+                    std::sync::OnceLock::new()
                 },
                 len: bytes.len() as u32,
                 count,
@@ -221,7 +222,7 @@ pub fn merge(
             added.push(key, &bytes);
         }
     }
-    let state = TableState::from_slots(old.number, keys, blocks, codes, old.source.clone());
+    let state = TableState::from_slots(old.number, keys, blocks, codes, old.storage.clone());
     Ok(MergeOutput {
         state,
         removed,

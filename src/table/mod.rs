@@ -7,7 +7,7 @@ mod merge;
 mod packed;
 
 use std::collections::VecDeque;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use zerocopy::FromBytes;
 
@@ -17,6 +17,7 @@ pub use packed::{Cursor, Packed};
 
 use crate::codec::{BlockHeader, BlockView, Code, Visit};
 use crate::error::{Error, Result};
+use crate::format::records::IndexEntry;
 use crate::index;
 
 /// Where a table's blocks are read from when they are not held in memory
@@ -55,9 +56,28 @@ pub struct TableState {
     blocks: Vec<Slot>,
     codes: Arc<Codebook>,
     fingerprints: u64,
-    /// Where blocks not held in memory are read from (`None`: every block
-    /// is held).
+    storage: Storage,
+}
+
+/// Where a table's blocks live besides its slots.
+#[derive(Debug, Clone)]
+struct Storage {
+    /// Where blocks not held are read from (`None`: every block is held).
     source: Option<Arc<dyn BlockSource>>,
+    /// Whether blocks are held in memory once read (a slot not filled yet
+    /// is filled by the first probe that reads its block, or by
+    /// [`fill_from`](TableState::fill_from)); false for a table on disk,
+    /// whose probes read every block from `source`.
+    memory: bool,
+}
+
+impl Storage {
+    fn memory() -> Self {
+        Self {
+            source: None,
+            memory: true,
+        }
+    }
 }
 
 impl TableState {
@@ -76,6 +96,31 @@ impl TableState {
         loader.finish()
     }
 
+    /// A table held in memory whose blocks are read on first use: opened
+    /// from its index record (`entries`), each block is read from `source`
+    /// by the first probe that needs it, or by [`fill_from`](Self::fill_from).
+    pub fn lazy(
+        number: usize,
+        entries: &[IndexEntry],
+        codes: Arc<Codebook>,
+        source: Arc<dyn BlockSource>,
+    ) -> Self {
+        let keys = entries.iter().map(|e| e.key).collect();
+        let blocks = entries
+            .iter()
+            .map(|e| Slot {
+                held: OnceLock::new(),
+                len: u32::from(e.len),
+                count: e.count,
+            })
+            .collect();
+        let storage = Storage {
+            source: Some(source),
+            memory: true,
+        };
+        Self::from_slots(number, keys, blocks, codes, storage)
+    }
+
     /// A table whose blocks stay on disk: only the keys and each block's
     /// length and fingerprint count (from its header) are held; probes
     /// read blocks from `source`.
@@ -89,12 +134,16 @@ impl TableState {
         let blocks = sizes
             .into_iter()
             .map(|(len, count)| Slot {
-                held: Held::OnDisk,
+                held: OnceLock::new(),
                 len,
                 count,
             })
             .collect();
-        Self::from_slots(number, keys, blocks, codes, Some(source))
+        let storage = Storage {
+            source: Some(source),
+            memory: false,
+        };
+        Self::from_slots(number, keys, blocks, codes, storage)
     }
 
     fn from_slots(
@@ -102,7 +151,7 @@ impl TableState {
         keys: Vec<u64>,
         blocks: Vec<Slot>,
         codes: Arc<Codebook>,
-        source: Option<Arc<dyn BlockSource>>,
+        storage: Storage,
     ) -> Self {
         debug_assert_eq!(blocks.len(), keys.len());
         let fingerprints = blocks.iter().map(|b| u64::from(b.count)).sum();
@@ -113,14 +162,41 @@ impl TableState {
             blocks,
             codes,
             fingerprints,
-            source,
+            storage,
         }
     }
 
-    /// Whether every block is held in memory (otherwise probes read blocks
-    /// through the table's source).
+    /// Whether blocks are held in memory, all of them once read (otherwise
+    /// probes read every block through the table's source).
     pub fn in_memory(&self) -> bool {
-        self.source.is_none()
+        self.storage.memory
+    }
+
+    /// Whether some block has not been read yet (the table was opened from
+    /// its index and neither a probe nor the warming has read them all).
+    pub fn has_unread(&self) -> bool {
+        self.storage.memory && self.blocks.iter().any(|b| b.held.get().is_none())
+    }
+
+    /// Whether the block keyed `key` is held in memory already (read by a
+    /// probe, or never lazy).
+    pub fn holds(&self, key: u64) -> bool {
+        self.keys
+            .binary_search(&key)
+            .is_ok_and(|j| self.blocks[j].held.get().is_some())
+    }
+
+    /// The table's index entries (each block's key, length and count), in
+    /// key order, for its index record.
+    pub fn index_entries(&self) -> impl ExactSizeIterator<Item = IndexEntry> + '_ {
+        self.keys
+            .iter()
+            .zip(&self.blocks)
+            .map(|(&key, b)| IndexEntry {
+                key,
+                len: u16::try_from(b.len).unwrap_or(u16::MAX),
+                count: b.count,
+            })
     }
 
     /// The table number.
@@ -149,10 +225,10 @@ impl TableState {
         let held: u64 = self
             .blocks
             .iter()
-            .map(|b| match &b.held {
-                Held::Packed(p) => p.heap_bytes() as u64,
-                Held::Encoded { bytes, .. } => bytes.len() as u64,
-                Held::OnDisk => 0,
+            .map(|b| match b.held.get() {
+                Some(Held::Packed(p)) => p.heap_bytes() as u64,
+                Some(Held::Encoded { bytes, .. }) => bytes.len() as u64,
+                Some(Held::Corrupt(_)) | None => 0,
             })
             .sum();
         held + self.directory.heap_bytes() as u64
@@ -173,18 +249,115 @@ impl TableState {
     /// held, else read from the source).
     #[inline(always)]
     fn read(&self, j: usize) -> Result<Read<'_>> {
-        match (&self.blocks[j].held, &self.source) {
-            (Held::Packed(p), _) => Ok(Read::Packed(p)),
-            (Held::Encoded { bytes, verified }, _) => {
-                Ok(Read::Encoded(Bytes::Held(bytes), *verified))
+        let held = match self.held(j) {
+            Some(held) => held,
+            None if self.storage.memory => self.read_lazy(j)?,
+            None => {
+                return self
+                    .source()?
+                    .fetch(self.number, self.keys[j])
+                    .map(|b| Read::Encoded(Bytes::Fetched(b), false))
             }
-            (Held::OnDisk, Some(source)) => source
-                .fetch(self.number, self.keys[j])
-                .map(|b| Read::Encoded(Bytes::Fetched(b), false)),
-            (Held::OnDisk, None) => {
-                Err(self.corrupt(self.keys[j], "block not held and no source".into()))
+        };
+        match held {
+            Held::Packed(p) => Ok(Read::Packed(p)),
+            Held::Encoded { bytes, verified } => Ok(Read::Encoded(Bytes::Held(bytes), *verified)),
+            Held::Corrupt(reason) => Err(self.corrupt(self.keys[j], reason.to_string())),
+        }
+    }
+
+    /// What the table holds of block `j`, if anything yet.
+    #[inline(always)]
+    fn held(&self, j: usize) -> Option<&Held> {
+        self.blocks[j].held.get()
+    }
+
+    fn source(&self) -> Result<&Arc<dyn BlockSource>> {
+        self.storage.source.as_ref().ok_or_else(|| {
+            Error::InvalidArgument(format!(
+                "table {}: block not held and no source",
+                self.number
+            ))
+        })
+    }
+
+    /// Reads block `j` from the source and holds it.
+    #[cold]
+    #[inline(never)]
+    fn read_lazy(&self, j: usize) -> Result<&Held> {
+        let bytes = self.source()?.fetch(self.number, self.keys[j])?;
+        let held = hold(&self.codes, self.keys[j], &bytes, &self.blocks[j]);
+        Ok(self.blocks[j].held.get_or_init(|| held))
+    }
+
+    /// Holds the unread blocks as `fresh` does, the same table as read from
+    /// disk in full (by a [`Loader`], which may leave out blocks held
+    /// here): a block whose key, length and count agree with this table's
+    /// index is held as `fresh` holds it; one that does not, or that
+    /// `fresh` lacks, is corrupt. Returns the problems found, including
+    /// blocks `fresh` holds that the index does not list (reported against
+    /// the block whose range holds them; see [`settled`](Self::settled)).
+    pub fn fill_from(&self, fresh: &TableState) -> Vec<(u64, String)> {
+        let mut problems = Vec::new();
+        let mut f = 0;
+        for (j, (&key, slot)) in self.keys.iter().zip(&self.blocks).enumerate() {
+            while f < fresh.keys.len() && fresh.keys[f] < key {
+                problems.push((
+                    self.keys[j.saturating_sub(1)],
+                    format!(
+                        "block {:016x} is stored but missing from the table index",
+                        fresh.keys[f]
+                    ),
+                ));
+                f += 1;
+            }
+            let held = match fresh.keys.get(f) {
+                Some(&k) if k == key => {
+                    let found = &fresh.blocks[f];
+                    f += 1;
+                    if (found.len, found.count) == (slot.len, slot.count) {
+                        found.held.get().cloned()
+                    } else {
+                        Some(Held::Corrupt(
+                            format!(
+                                "the block holds {} fingerprints in {} bytes, the table index says {} in {}",
+                                found.count, found.len, slot.count, slot.len
+                            )
+                            .into(),
+                        ))
+                    }
+                }
+                _ => Some(Held::Corrupt(
+                    "the block the table index lists is missing".into(),
+                )),
+            };
+            if let Some(Held::Corrupt(reason)) = &held {
+                problems.push((key, reason.to_string()));
+            }
+            if let Some(held) = held {
+                let _ = slot.held.set(held);
             }
         }
+        for &k in &fresh.keys[f..] {
+            problems.push((
+                self.keys.last().copied().unwrap_or(0),
+                format!("block {k:016x} is stored but missing from the table index"),
+            ));
+        }
+        problems
+    }
+
+    /// This table with the blocks keyed in `problems` corrupt, for those
+    /// reasons (what [`fill_from`](Self::fill_from) found, where the
+    /// blocks were held already).
+    pub fn settled(&self, problems: &[(u64, String)]) -> TableState {
+        let mut table = self.clone();
+        for (key, reason) in problems {
+            if let Ok(j) = self.keys.binary_search(key) {
+                table.blocks[j].held = OnceLock::from(Held::Corrupt(reason.as_str().into()));
+            }
+        }
+        table
     }
 
     /// Parses block `j`'s encoded `bytes` and finds its code, checking its
@@ -316,8 +489,8 @@ impl TableState {
     pub fn probe_touch(&self, block: usize, lo: u64, hi: u64) {
         let end = block + 1 + usize::from(self.reaches_next(block, hi));
         for j in block..end.min(self.blocks.len()) {
-            match &self.blocks[j].held {
-                Held::Packed(p) => {
+            match self.held(j) {
+                Some(Held::Packed(p)) => {
                     let n = p.len();
                     let from = if j == block { self.guess(j, lo, n) } else { 0 };
                     let to = self.guess(j, hi, n).saturating_add(2).min(n);
@@ -325,8 +498,8 @@ impl TableState {
                     prefetch(upper);
                     prefetch(lower);
                 }
-                Held::Encoded { bytes, .. } => prefetch(bytes.get(..1).unwrap_or_default()),
-                Held::OnDisk => {}
+                Some(Held::Encoded { bytes, .. }) => prefetch(bytes.get(..1).unwrap_or_default()),
+                Some(Held::Corrupt(_)) | None => {}
             }
         }
     }
@@ -334,7 +507,14 @@ impl TableState {
     /// Stage 3: in a packed block, finds the first value at or above `lo`.
     #[inline]
     pub fn probe_start_at(&self, block: usize, lo: u64) -> ProbeStart {
-        let from = match self.blocks.get(block).map(|b| &b.held) {
+        // A block not read yet is read now: a scan from a packed block's
+        // start would also visit its values below `lo`. (When the read
+        // fails, the scan reads it again and reports the error.)
+        let held = match self.blocks.get(block).map(|b| b.held.get()) {
+            Some(None) if self.storage.memory => self.read_lazy(block).ok(),
+            held => held.flatten(),
+        };
+        let from = match held {
             Some(Held::Packed(p)) => p.lower_bound(lo),
             _ => Cursor::START,
         };
@@ -525,6 +705,18 @@ impl Loader {
         }
     }
 
+    /// Adds the block stored under `key` without decoding it: only its
+    /// length and count are kept (for a block held elsewhere already; the
+    /// table built holds it as not held).
+    pub fn skip(&mut self, key: u64, bytes: &[u8]) {
+        self.keys.push(key);
+        self.blocks.push(Slot {
+            held: OnceLock::new(),
+            len: bytes.len() as u32,
+            count: header_count(bytes),
+        });
+    }
+
     /// Adds the block stored under `key`.
     pub fn push(&mut self, key: u64, bytes: &[u8]) {
         let view = BlockView::parse(bytes);
@@ -537,12 +729,12 @@ impl Loader {
             // A block to decode is a placeholder until it is decoded (in
             // `decode_waiting`, at the latest from `finish`).
             held: if decodable {
-                Held::OnDisk
+                OnceLock::new()
             } else {
-                Held::Encoded {
+                OnceLock::from(Held::Encoded {
                     bytes: Arc::from(bytes),
                     verified,
-                }
+                })
             },
             len: bytes.len() as u32,
             count: header_count(bytes),
@@ -589,21 +781,27 @@ impl Loader {
         };
         for (i, ok) in results.into_iter().enumerate().take(n) {
             let (slot, bytes) = &self.waiting[i];
-            self.blocks[*slot].held = if ok {
+            self.blocks[*slot].held = OnceLock::from(if ok {
                 Held::Packed(Packed::new(&self.scratch[i]))
             } else {
                 Held::Encoded {
                     bytes: Arc::from(&bytes[..]),
                     verified: true,
                 }
-            };
+            });
         }
     }
 
     /// The table.
     pub fn finish(mut self) -> TableState {
         self.decode_waiting();
-        TableState::from_slots(self.number, self.keys, self.blocks, self.codes, None)
+        TableState::from_slots(
+            self.number,
+            self.keys,
+            self.blocks,
+            self.codes,
+            Storage::memory(),
+        )
     }
 }
 
@@ -673,7 +871,9 @@ pub(crate) fn prefetch<T>(items: &[T]) {
 /// A block as a table holds it in memory.
 #[derive(Debug, Clone)]
 struct Slot {
-    held: Held,
+    /// What the table holds of it; empty when not read yet (or never, on
+    /// disk).
+    held: OnceLock<Held>,
     /// Its encoded length in bytes.
     len: u32,
     /// Its fingerprint count (by its header; 0 when unreadable).
@@ -691,8 +891,44 @@ enum Held {
     /// whenever it is read) or its decoding (read with the checked decoder,
     /// which reports the error where it meets it).
     Encoded { bytes: Arc<[u8]>, verified: bool },
-    /// Not held: the table is on disk (its source holds it).
-    OnDisk,
+    /// Not readable, for this reason: the block disagrees with the table
+    /// index that listed it, or is missing.
+    Corrupt(Arc<str>),
+}
+
+/// What a table holds of the block stored under `key` as `bytes`, read
+/// for `slot` (whose length and count come from the table index): packed
+/// when it passes its CRC, agrees with the index and decodes cleanly;
+/// kept encoded when it fails its CRC or decoding (it reports that error
+/// when read); corrupt when it disagrees with the index.
+fn hold(codes: &Codebook, key: u64, bytes: &[u8], slot: &Slot) -> Held {
+    let encoded = |verified| Held::Encoded {
+        bytes: Arc::from(bytes),
+        verified,
+    };
+    let Ok(view) = BlockView::parse(bytes) else {
+        return encoded(false);
+    };
+    if (bytes.len(), view.count()) != (slot.len as usize, usize::from(slot.count)) {
+        return Held::Corrupt(
+            format!(
+                "the block holds {} fingerprints in {} bytes, the table index says {} in {}",
+                view.count(),
+                bytes.len(),
+                slot.count,
+                slot.len
+            )
+            .into(),
+        );
+    }
+    let Some(code) = codes.get(view.code_id()).filter(|_| view.first() == key) else {
+        return encoded(true);
+    };
+    let mut values = Vec::with_capacity(view.count());
+    match view.decode_into(code, &mut values) {
+        Ok(()) => Held::Packed(Packed::new(&values)),
+        Err(_) => encoded(true),
+    }
 }
 
 /// The fingerprint count in a block header, 0 when the header is unreadable.
@@ -815,7 +1051,7 @@ mod tests {
             assert!(table
                 .blocks
                 .iter()
-                .all(|b| matches!(b.held, Held::Packed(_))));
+                .all(|b| matches!(b.held.get(), Some(Held::Packed(_)))));
             if round == 2 {
                 let adds: Vec<u64> = fps
                     .iter()
@@ -832,6 +1068,172 @@ mod tests {
                 fps = all;
             }
         }
+    }
+
+    /// Blocks served from a map, counting the reads.
+    #[derive(Debug, Default)]
+    struct MapSource {
+        blocks: std::collections::HashMap<u64, Arc<[u8]>>,
+        reads: std::sync::atomic::AtomicUsize,
+    }
+
+    impl BlockSource for MapSource {
+        fn fetch(&self, _table: usize, key: u64) -> Result<Arc<[u8]>> {
+            self.reads
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            self.blocks.get(&key).cloned().ok_or_else(|| {
+                Error::corrupt(crate::error::Location::Block { table: 0, key }, "missing")
+            })
+        }
+    }
+
+    fn entries(keys: &[u64], blocks: &[Vec<u8>]) -> Vec<IndexEntry> {
+        keys.iter()
+            .zip(blocks)
+            .map(|(&key, b)| IndexEntry {
+                key,
+                len: b.len() as u16,
+                count: header_count(b),
+            })
+            .collect()
+    }
+
+    /// A table opened from its index answers every probe as the table
+    /// read in full does, reading blocks as probes need them, before and
+    /// after a merge; filled from a full read and settled, it holds every
+    /// block and reads nothing more.
+    #[test]
+    fn lazy_tables_answer_as_loaded_ones() {
+        let fps = values(40_000, 3);
+        let (code, encoded, keys) = encoded(&fps);
+        let codes = Arc::new(Codebook::from_codes([(0, code)]));
+        let source = Arc::new(MapSource {
+            blocks: keys
+                .iter()
+                .zip(&encoded)
+                .map(|(&k, b)| (k, Arc::from(&b[..])))
+                .collect(),
+            ..Default::default()
+        });
+        let index = entries(&keys, &encoded);
+        let full = TableState::new(
+            0,
+            keys.clone(),
+            encoded.iter().map(|b| Arc::from(&b[..])).collect(),
+            Arc::clone(&codes),
+        );
+        let lazy = TableState::lazy(0, &index, Arc::clone(&codes), source.clone());
+        assert!(lazy.has_unread() && lazy.in_memory());
+        assert_eq!(lazy.fingerprints(), fps.len() as u64);
+        let mut x = 11u64;
+        let mut probes = Vec::new();
+        for i in 0..400 {
+            x = x.wrapping_mul(6364136223846793005).wrapping_add(1);
+            let lo = fps[(x >> 33) as usize % fps.len()].wrapping_sub(i % 3);
+            probes.push((lo, lo.saturating_add([0u64, 1, 1 << 30][i as usize % 3])));
+        }
+        for (i, &(lo, hi)) in probes.iter().enumerate() {
+            assert_eq!(
+                scanned(&lazy, lo, hi),
+                scanned(&full, lo, hi),
+                "{lo:x}..={hi:x}"
+            );
+            if i == 1 {
+                let reads = source.reads.load(std::sync::atomic::Ordering::Relaxed);
+                assert!(reads > 0 && lazy.has_unread(), "{reads} reads");
+            }
+        }
+        // A merge keeps unread blocks unread; the merged table reads them.
+        let adds: Vec<u64> = fps
+            .iter()
+            .step_by(50)
+            .map(|v| v ^ 1)
+            .filter(|v| fps.binary_search(v).is_err())
+            .collect();
+        let mut adds = adds;
+        adds.sort_unstable();
+        let merged = merge(&lazy, &adds, &[], 1024).unwrap().state;
+        let merged_full = merge(&full, &adds, &[], 1024).unwrap().state;
+
+        assert_eq!(
+            scanned(&merged, 0, u64::MAX),
+            scanned(&merged_full, 0, u64::MAX)
+        );
+        // Filled from a full read and settled: nothing is read any more.
+        assert!(lazy.fill_from(&full).is_empty());
+        let settled = lazy.settled(&[]);
+        assert!(!settled.has_unread());
+        let before = source.reads.load(std::sync::atomic::Ordering::Relaxed);
+        for &(lo, hi) in &probes {
+            assert_eq!(scanned(&settled, lo, hi), scanned(&full, lo, hi));
+        }
+        assert_eq!(
+            source.reads.load(std::sync::atomic::Ordering::Relaxed),
+            before
+        );
+        assert_eq!(settled.memory_bytes(), full.memory_bytes());
+    }
+
+    /// Blocks that disagree with the index that listed them are reported,
+    /// whether a probe or the full read finds it, never answered from.
+    #[test]
+    fn lazy_tables_report_blocks_that_disagree_with_their_index() {
+        let fps = values(6_000, 5);
+        let (code, encoded, keys) = encoded(&fps);
+        assert!(keys.len() > 6);
+        let codes = Arc::new(Codebook::from_codes([(0, code)]));
+        let index = entries(&keys, &encoded);
+        // Block 1 is missing, block 2 is stored shorter than listed (the
+        // tail of block 1's values dropped), and block 4 is stored under
+        // its key but not listed.
+        let mut stored: Vec<(u64, Vec<u8>)> = keys.iter().copied().zip(encoded.clone()).collect();
+        let block2_values: Vec<u64> = fps
+            .iter()
+            .copied()
+            .filter(|&v| v >= keys[2] && v < keys[3])
+            .collect();
+        let code = codes.get(0).unwrap().clone();
+        let shorter =
+            crate::codec::encode_blocks(&block2_values[..block2_values.len() - 1], &code, 0, 1024)
+                .unwrap();
+        stored[2].1 = shorter[0].clone();
+        stored.remove(1);
+        let mut listed = index.clone();
+        listed.remove(4);
+        let source = Arc::new(MapSource {
+            blocks: stored
+                .iter()
+                .map(|(k, b)| (*k, Arc::from(&b[..])))
+                .collect(),
+            ..Default::default()
+        });
+        let probe = |t: &TableState, j: usize| {
+            let lo = keys[j];
+            t.scan(lo, lo, |_| true).map(|_| ())
+        };
+        let lazy = TableState::lazy(0, &listed, Arc::clone(&codes), source.clone());
+        assert!(probe(&lazy, 1).is_err(), "missing block");
+        assert!(probe(&lazy, 2).is_err(), "shorter block");
+        probe(&lazy, 0).unwrap();
+        // The full read finds the same, and the unlisted block.
+        let fresh = TableState::new(
+            0,
+            stored.iter().map(|(k, _)| *k).collect(),
+            stored.iter().map(|(_, b)| Arc::from(&b[..])).collect(),
+            Arc::clone(&codes),
+        );
+        let lazy = TableState::lazy(0, &listed, Arc::clone(&codes), source);
+        probe(&lazy, 3).unwrap();
+        let problems = lazy.fill_from(&fresh);
+        let keyed: Vec<u64> = problems.iter().map(|p| p.0).collect();
+        assert_eq!(keyed, [keys[1], keys[2], keys[3]], "{problems:?}");
+        assert!(problems[2].1.contains("missing from the table index"));
+        let settled = lazy.settled(&problems);
+        for j in [1, 2, 3] {
+            assert!(probe(&settled, j).is_err(), "block {j}");
+        }
+        probe(&settled, 0).unwrap();
+        probe(&settled, 5).unwrap();
     }
 
     /// A block whose checksum passes but whose stream was damaged (an
