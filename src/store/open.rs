@@ -12,6 +12,7 @@ use parking_lot::{Condvar, Mutex, RwLock};
 use super::options::{Options, DEFAULT_BLOCK_SIZE, DEFAULT_EXPECTED_SIZE, DEFAULT_MAX_DISTANCE};
 use super::shared::Shared;
 use super::state::{Pending, State};
+use super::warm::{Gate, LazyBlocks};
 use super::write::Queue;
 use crate::error::{Error, Location, Result};
 use crate::format::manifest::{Manifest, ManifestError};
@@ -160,23 +161,32 @@ fn fingerprint_key(family: &'static str, k: &[u8]) -> Result<u64> {
 /// Table `t` from its index record: held in memory and read on first use,
 /// or (`on_disk`, the tables exceed the memory budget) read through
 /// RocksDB by every probe.
-fn open_table(db: &Db, t: usize, codes: Arc<Codebook>, on_disk: bool) -> Result<TableState> {
+fn open_table(
+    db: &Db,
+    t: usize,
+    codes: Arc<Codebook>,
+    on_disk: bool,
+    gate: &Arc<Gate>,
+) -> Result<TableState> {
     let location = Location::TableIndex { table: t };
     let bytes = db
         .get(db.default_family()?, &keys::index(t as u16))?
         .ok_or_else(|| Error::corrupt(location.clone(), "the table index record is missing"))?;
     let entries = records::decode_index(&bytes).map_err(|r| Error::corrupt(location, r))?;
     drop(bytes);
-    let source = Arc::new(db.table_blocks(on_disk));
     Ok(if on_disk {
         let keys = entries.iter().map(|e| e.key).collect();
         let sizes = entries
             .iter()
             .map(|e| (u32::from(e.len), e.count))
             .collect();
-        TableState::on_disk(t, keys, sizes, codes, source)
+        TableState::on_disk(t, keys, sizes, codes, Arc::new(db.table_blocks(true)))
     } else {
-        TableState::lazy(t, &entries, codes, source)
+        let source = LazyBlocks {
+            blocks: db.table_blocks(false),
+            gate: Arc::clone(gate),
+        };
+        TableState::lazy(t, &entries, codes, Arc::new(source))
     })
 }
 
@@ -272,10 +282,11 @@ fn load(dir: &Path, db: Db, manifest: Manifest, options: &Options) -> Result<Sha
     // are read in full, in parallel (reading, checksumming and decoding a
     // table's blocks is independent of the others).
     let threads = if indexed { 1 } else { super::parallel::cores() };
+    let gate = Arc::new(Gate::new());
     let states = super::parallel::map_indexed(tables, threads, |t| {
         let codes = Arc::new(Codebook::from_codes(codes[t].clone()));
         if indexed {
-            open_table(&db, t, codes, on_disk)
+            open_table(&db, t, codes, on_disk, &gate)
         } else {
             scan_table(&db, t, codes, on_disk)
         }
@@ -301,6 +312,7 @@ fn load(dir: &Path, db: Db, manifest: Manifest, options: &Options) -> Result<Sha
     let counters =
         records::decode_counters(&counters).map_err(|r| Error::corrupt(Location::Counters, r))?;
 
+    gate.set_blocks(states.iter().map(|t| t.keys().len() as u64).sum());
     let state = State {
         tables: Arc::new(states),
         pending,
@@ -344,6 +356,7 @@ fn load(dir: &Path, db: Db, manifest: Manifest, options: &Options) -> Result<Sha
         wake: (Mutex::new(false), Condvar::new()),
         poisoned: AtomicBool::new(false),
         stopping: AtomicBool::new(false),
+        gate,
         generation: AtomicU64::new(0),
         last_sync: Mutex::new(std::time::Instant::now()),
         batch_threads: std::sync::atomic::AtomicUsize::new(

@@ -42,6 +42,9 @@ pub(crate) struct Shared {
     pub poisoned: AtomicBool,
     /// Set when the handle is dropped: background work stops.
     pub stopping: AtomicBool,
+    /// Paces probes' reads of blocks not held yet while they are read
+    /// behind the open.
+    pub gate: std::sync::Arc<super::warm::Gate>,
     /// Incremented by every committed write group (under the state write
     /// lock): a compaction that sees it unchanged knows nothing was
     /// inserted or deleted while it merged.

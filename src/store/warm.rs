@@ -8,15 +8,98 @@
 //! also compares what it reads with the index: a block missing,
 //! disagreeing or unlisted is corrupt from then on.
 
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
+
+use parking_lot::{Condvar, Mutex};
 
 use super::shared::Shared;
 use crate::error::{Error, Location, Result};
 use crate::format::keys;
-use crate::storage::Db;
-use crate::table::{Codebook, Loader, TableState};
+use crate::storage::{Db, TableBlocks};
+use crate::table::{BlockSource, Codebook, Loader, TableState};
+
+/// Paces the reads of blocks not held yet while the warming runs. A probe
+/// reading one block through RocksDB costs a few times what the warming's
+/// scan spends on it, so once probes have read [`Gate::set_blocks`]' share
+/// of the blocks that way (a few queries' worth at most sizes: a store
+/// answers its first queries right after the open), further reads wait for
+/// the warming to finish instead of competing with it for the cores.
+#[derive(Debug)]
+pub(crate) struct Gate {
+    reads: AtomicU64,
+    budget: AtomicU64,
+    running: Mutex<bool>,
+    done: Condvar,
+}
+
+/// Blocks probes may read before waiting for the warming: this fraction
+/// of all blocks, and at least [`MIN_READS`].
+const READ_SHARE: u64 = 64;
+const MIN_READS: u64 = 4096;
+
+impl Gate {
+    /// A gate that lets every read through until told the block count.
+    pub(crate) fn new() -> Self {
+        Self {
+            reads: AtomicU64::new(0),
+            budget: AtomicU64::new(u64::MAX),
+            running: Mutex::new(false),
+            done: Condvar::new(),
+        }
+    }
+
+    /// Sets the read budget from the number of blocks of all tables.
+    pub(crate) fn set_blocks(&self, blocks: u64) {
+        self.budget
+            .store((blocks / READ_SHARE).max(MIN_READS), Ordering::Relaxed);
+    }
+
+    /// Called before a probe reads a block: past the budget, waits while
+    /// the warming runs.
+    fn pace(&self) {
+        if self.reads.fetch_add(1, Ordering::Relaxed) < self.budget.load(Ordering::Relaxed) {
+            return;
+        }
+        let mut running = self.running.lock();
+        while *running {
+            self.done.wait(&mut running);
+        }
+    }
+
+    /// Marks the warming running until the returned guard is dropped.
+    fn running(&self) -> impl Drop + '_ {
+        *self.running.lock() = true;
+        Finished(self)
+    }
+}
+
+/// Ends a [`Gate`]'s running state when dropped.
+struct Finished<'a>(&'a Gate);
+
+impl Drop for Finished<'_> {
+    fn drop(&mut self) {
+        *self.0.running.lock() = false;
+        self.0.done.notify_all();
+    }
+}
+
+/// The blocks of a table held in memory that are not read yet: read
+/// through RocksDB (bypassing its block cache) as probes need them, paced
+/// by the store's [`Gate`].
+#[derive(Debug)]
+pub(crate) struct LazyBlocks {
+    pub blocks: TableBlocks,
+    pub gate: Arc<Gate>,
+}
+
+impl BlockSource for LazyBlocks {
+    fn fetch(&self, table: usize, key: u64) -> Result<Arc<[u8]>> {
+        self.gate.pace();
+        self.blocks.fetch(table, key)
+    }
+}
 
 /// The fingerprint a block key names.
 pub(crate) fn block_key(k: &[u8]) -> Result<u64> {
@@ -67,6 +150,9 @@ pub(crate) fn warm(shared: &Shared) -> Result<()> {
     let stop = || shared.stopping.load(Ordering::Acquire);
     let _one_at_a_time = shared.compaction.lock();
     let snapshot = Arc::clone(&shared.state.read().tables);
+    // Probes may wait for the warming from here (and hold the state's read
+    // lock while they wait, so the warming takes it no more until done).
+    let running = shared.gate.running();
     let read = |t: usize| -> Result<Option<Vec<(u64, String)>>> {
         let table = &snapshot[t];
         if !table.has_unread() || stop() {
@@ -83,7 +169,7 @@ pub(crate) fn warm(shared: &Shared) -> Result<()> {
             None => return Ok(()),
         }
     }
-    drop(snapshot);
+    drop((running, snapshot));
     // Blocks held already by probes when the scan found them unlisted
     // neighbours are marked in a new snapshot of their tables.
     if problems.iter().any(|p| !p.is_empty()) {
@@ -137,4 +223,32 @@ pub(crate) fn spawn(shared: &Arc<Shared>) -> std::io::Result<Option<JoinHandle<(
             }
         })
         .map(Some)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    /// Reads within the budget pass at once; past it they wait while the
+    /// warming runs, and go on when it ends (also when it ends early).
+    #[test]
+    fn the_gate_holds_reads_past_the_budget_while_warming() {
+        let gate = Arc::new(Gate::new());
+        gate.set_blocks(0);
+        let running = gate.running();
+        for _ in 0..MIN_READS {
+            gate.pace();
+        }
+        let waiter = {
+            let gate = Arc::clone(&gate);
+            std::thread::spawn(move || gate.pace())
+        };
+        std::thread::sleep(Duration::from_millis(200));
+        assert!(!waiter.is_finished(), "a read past the budget did not wait");
+        drop(running);
+        waiter.join().unwrap();
+        // Not warming: no wait, whatever the count.
+        gate.pace();
+    }
 }
