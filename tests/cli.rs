@@ -102,6 +102,8 @@ fn add_query_delete_compact_stats_verify_agree_with_brute_force() {
             assert_eq!(got.lines().collect::<Vec<_>>(), expect, "k={k}");
             let got = ok(&["query", d, "--max-distance", &ks, "--batch"], &qinput);
             assert_eq!(got.lines().collect::<Vec<_>>(), expect, "batch k={k}");
+            let got = ok(&["query", d, "--max-distance", &ks, "--lazy"], &qinput);
+            assert_eq!(got.lines().collect::<Vec<_>>(), expect, "lazy k={k}");
             let first = ok(&["query", d, "--max-distance", &ks, "--first"], &qinput);
             for (line, &q) in first.lines().zip(&qs) {
                 let all = model.query(q, k);

@@ -120,6 +120,12 @@ enum Command {
         /// Read all input first and answer through the batch path.
         #[arg(long, conflicts_with = "first")]
         batch: bool,
+        /// Answer from the open on, reading blocks not in memory yet through
+        /// RocksDB, instead of first waiting until every block is in memory
+        /// (the open reads none; they are read behind it: 0.3 s at 10M, 8 s
+        /// at 100M on two cores).
+        #[arg(long)]
+        lazy: bool,
         #[command(flatten)]
         open: OpenArgs,
     },
@@ -380,9 +386,13 @@ fn dispatch(command: Command) -> Result<(), Failure> {
             max_distance,
             first,
             batch,
+            lazy,
             open: args,
         } => {
             let store = open(&dir, Durability::Buffered, false, &args)?;
+            if !lazy {
+                store.wait_warm();
+            }
             let k = max_distance.unwrap_or(u32::from(store.max_distance()));
             if k > u32::from(store.max_distance()) {
                 return Err(Error::DistanceTooLarge {
