@@ -28,11 +28,11 @@ const LOWS_MIN_BITS: u32 = 16;
 /// (a high part is then below 2^8).
 const MAX_LOW_BITS: u32 = 56;
 
-/// Sorted fingerprints, packed as offsets from `base`: the first with its
-/// low `low_bits` bits cleared, so a value's low part is its own low bits.
+/// Sorted fingerprints, packed as offsets from their base (see
+/// [`base`](Self::base)): the first with its low `low_bits` bits cleared,
+/// so a value's low part is its own low bits.
 #[derive(Debug, Clone)]
 pub struct Packed {
-    base: u64,
     first: u64,
     count: u32,
     /// Bits of an offset stored in the low parts.
@@ -116,7 +116,6 @@ impl Packed {
             words[at] = pending as u64;
         }
         Self {
-            base,
             first,
             count: n as u32,
             low_bits,
@@ -173,6 +172,14 @@ impl Packed {
         (u64::from_le_bytes(word) >> (bit % 8)) & ((1u64 << low_bits) - 1)
     }
 
+    /// What offsets are from: the first value with its low `low_bits`
+    /// bits cleared (kept as a method, not a field, so a block's slot stays
+    /// one cache line).
+    #[inline(always)]
+    fn base(&self) -> u64 {
+        self.first & !((1u64 << self.low_bits) - 1)
+    }
+
     /// Where the first value at or above `x` is (`len()` as its index when
     /// there is none).
     #[inline(always)]
@@ -180,7 +187,7 @@ impl Packed {
         if x <= self.first {
             return Cursor::START;
         }
-        let target = x - self.base;
+        let target = x - self.base();
         let high = target >> self.low_bits;
         // Every value's bit has as many zeros before it as its high part, so
         // the values with a smaller high part are those before zero number
@@ -258,14 +265,13 @@ impl Packed {
         let upper = self.upper();
         let lower = self.lower();
         let low_bits = self.low_bits;
+        let base = self.base();
         let (found, mut word) = self.next_one(cursor.bit);
         let mut w = found as usize / 64;
         let mut bit = found as usize;
         loop {
             let high = (bit - i) as u64;
-            let v = self
-                .base
-                .wrapping_add((high << low_bits) | Self::low(lower, low_bits, i));
+            let v = base.wrapping_add((high << low_bits) | Self::low(lower, low_bits, i));
             if v > hi {
                 return Scan::PastEnd;
             }
@@ -480,7 +486,7 @@ impl Packed {
                 let bit = w * 64 + select_in_word(word, rank as u32) as usize;
                 let low = Self::low(self.lower(), self.low_bits, index);
                 return Some(
-                    self.base
+                    self.base()
                         .wrapping_add(((bit - index) as u64) << self.low_bits | low),
                 );
             }
