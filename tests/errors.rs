@@ -4,14 +4,8 @@ mod common;
 
 use std::path::Path;
 
+use common::{index_key, raw_db};
 use simstore::{Error, Location, Options, Store};
-
-fn raw_db(store_dir: &Path) -> rocksdb::DB {
-    let path = store_dir.join("db");
-    let opts = rocksdb::Options::default();
-    let names = rocksdb::DB::list_cf(&opts, &path).unwrap();
-    rocksdb::DB::open_cf(&opts, &path, names).unwrap()
-}
 
 fn filled(path: &Path, n: u64) -> Store {
     let store =
@@ -318,11 +312,6 @@ fn table_index_damage_is_reported() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("s");
     let plan = filled(&path, 800).plan().clone();
-    let index_key = |t: u16| {
-        let mut key = b"index".to_vec();
-        key.extend_from_slice(&t.to_be_bytes());
-        key
-    };
     let original = raw_db(&path).get(index_key(2)).unwrap().unwrap();
     {
         let mut bad = original.clone();

@@ -2,6 +2,9 @@
 //! there are what the encoders produce, byte for byte, and a store's index
 //! records list exactly its blocks.
 
+mod common;
+
+use common::{index_key, raw_db};
 use simstore::codec::{encode_blocks, BlockView, Code, SYMBOLS};
 use simstore::format::records::{decode_index, encode_index, IndexEntry};
 
@@ -114,14 +117,9 @@ fn index_records_list_the_stored_blocks() {
     }
     let tables = store.plan().tables().len();
     drop(store);
-    let opts = rocksdb::Options::default();
-    let db_path = path.join("db");
-    let names = rocksdb::DB::list_cf(&opts, &db_path).unwrap();
-    let db = rocksdb::DB::open_cf(&opts, &db_path, names).unwrap();
+    let db = raw_db(&path);
     for t in 0..tables {
-        let mut key = b"index".to_vec();
-        key.extend_from_slice(&(t as u16).to_be_bytes());
-        let record = db.get(&key).unwrap().expect("index record");
+        let record = db.get(index_key(t as u16)).unwrap().expect("index record");
         let listed = decode_index(&record).unwrap();
         let cf = db.cf_handle(&format!("table-{t:03}")).unwrap();
         let stored: Vec<IndexEntry> = db
@@ -164,19 +162,11 @@ fn format_1_stores_are_upgraded_when_opened() {
         .iter()
         .map(|&q| store.query(q, 3).unwrap())
         .collect();
-    let tables = store.plan().tables().len();
+    let tables = store.plan().tables().len() as u16;
     drop(store);
 
-    let index_key = |t: usize| {
-        let mut key = b"index".to_vec();
-        key.extend_from_slice(&(t as u16).to_be_bytes());
-        key
-    };
     {
-        let opts = rocksdb::Options::default();
-        let db_path = path.join("db");
-        let names = rocksdb::DB::list_cf(&opts, &db_path).unwrap();
-        let db = rocksdb::DB::open_cf(&opts, &db_path, names).unwrap();
+        let db = raw_db(&path);
         for t in 0..tables {
             db.delete(index_key(t)).unwrap();
         }
@@ -201,10 +191,7 @@ fn format_1_stores_are_upgraded_when_opened() {
         "simstore store\nformat 2\n"
     );
     {
-        let opts = rocksdb::Options::default();
-        let db_path = path.join("db");
-        let names = rocksdb::DB::list_cf(&opts, &db_path).unwrap();
-        let db = rocksdb::DB::open_cf(&opts, &db_path, names).unwrap();
+        let db = raw_db(&path);
         let manifest = Manifest::decode(&db.get(b"manifest").unwrap().unwrap()).unwrap();
         assert_eq!(manifest.version, 2);
         for t in 0..tables {

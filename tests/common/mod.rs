@@ -256,3 +256,19 @@ pub fn ack_count(line: std::io::Result<String>) -> usize {
 pub fn last_ack(lines: impl Iterator<Item = std::io::Result<String>>, before: usize) -> usize {
     lines.map(ack_count).last().unwrap_or(before)
 }
+
+/// The RocksDB database of the store in `store_dir`, opened directly with
+/// every column family (the store must be closed).
+pub fn raw_db(store_dir: &std::path::Path) -> rocksdb::DB {
+    let path = store_dir.join("db");
+    let opts = rocksdb::Options::default();
+    let names = rocksdb::DB::list_cf(&opts, &path).unwrap();
+    rocksdb::DB::open_cf(&opts, &path, names).unwrap()
+}
+
+/// The key of table `t`'s index record in the default column family.
+pub fn index_key(t: u16) -> Vec<u8> {
+    let mut key = b"index".to_vec();
+    key.extend_from_slice(&t.to_be_bytes());
+    key
+}
