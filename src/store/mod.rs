@@ -121,7 +121,9 @@ impl Store {
     /// a query reads the blocks it needs that are not held yet through
     /// RocksDB, one at a time. Returns at once otherwise.
     pub fn wait_warm(&self) {
-        if let Some(handle) = self.warmer.lock().take() {
+        // The lock is held while joining, so a second caller waits too.
+        let mut warmer = self.warmer.lock();
+        if let Some(handle) = warmer.take() {
             let _ = handle.join();
         }
     }
