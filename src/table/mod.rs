@@ -315,16 +315,9 @@ impl TableState {
                 Some(&k) if k == key => {
                     let found = &fresh.blocks[f];
                     f += 1;
-                    if (found.len, found.count) == (slot.len, slot.count) {
-                        found.held.get().cloned()
-                    } else {
-                        Some(Held::Corrupt(
-                            format!(
-                                "the block holds {} fingerprints in {} bytes, the table index says {} in {}",
-                                found.count, found.len, slot.count, slot.len
-                            )
-                            .into(),
-                        ))
+                    match disagreement(found.len as usize, usize::from(found.count), slot) {
+                        None => found.held.get().cloned(),
+                        corrupt => corrupt,
                     }
                 }
                 _ => Some(Held::Corrupt(
@@ -896,6 +889,20 @@ enum Held {
     Corrupt(Arc<str>),
 }
 
+/// A stored block of `len` bytes holding `count` fingerprints, held as
+/// corrupt when that is not what the table index says of `slot`.
+fn disagreement(len: usize, count: usize, slot: &Slot) -> Option<Held> {
+    ((len, count) != (slot.len as usize, usize::from(slot.count))).then(|| {
+        Held::Corrupt(
+            format!(
+                "the block holds {count} fingerprints in {len} bytes, the table index says {} in {}",
+                slot.count, slot.len
+            )
+            .into(),
+        )
+    })
+}
+
 /// What a table holds of the block stored under `key` as `bytes`, read
 /// for `slot` (whose length and count come from the table index): packed
 /// when it passes its CRC, agrees with the index and decodes cleanly;
@@ -909,17 +916,8 @@ fn hold(codes: &Codebook, key: u64, bytes: &[u8], slot: &Slot) -> Held {
     let Ok(view) = BlockView::parse(bytes) else {
         return encoded(false);
     };
-    if (bytes.len(), view.count()) != (slot.len as usize, usize::from(slot.count)) {
-        return Held::Corrupt(
-            format!(
-                "the block holds {} fingerprints in {} bytes, the table index says {} in {}",
-                view.count(),
-                bytes.len(),
-                slot.count,
-                slot.len
-            )
-            .into(),
-        );
+    if let Some(corrupt) = disagreement(bytes.len(), view.count(), slot) {
+        return corrupt;
     }
     let Some(code) = codes.get(view.code_id()).filter(|_| view.first() == key) else {
         return encoded(true);
