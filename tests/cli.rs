@@ -469,3 +469,30 @@ fn query_answers_a_line_before_the_next_arrives() {
         assert!(rx.recv().is_err(), "an answer too many");
     }
 }
+
+/// The bench's crash child: what it appended before `ready` is pending in
+/// the store a SIGKILL leaves, and a reopen recovers all of it.
+#[test]
+fn pend_child_killed_after_ready_leaves_its_fingerprints_pending() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("s");
+    let d = dir_str(&path);
+    ok(&["create", d], "");
+    let mut child = bin()
+        .args(["pend", d, "--count", "120000", "--seed", "7"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    assert_eq!(line, "ready\n");
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let stats = ok(&["stats", d], "");
+    assert_eq!(json_field(&stats, "pending"), 120_000, "{stats}");
+    assert_eq!(json_field(&stats, "fingerprints"), 120_000, "{stats}");
+    ok(&["verify", d], "");
+}

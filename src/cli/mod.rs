@@ -214,6 +214,20 @@ enum Command {
         #[arg(long, default_value_t = u64::MAX)]
         ops: u64,
     },
+    /// Crash-test child of `simstore bench`: appends fingerprints to an
+    /// existing store so they are pending, prints `ready`, then sleeps
+    /// until killed.
+    #[command(hide = true)]
+    Pend {
+        /// Store directory (must exist).
+        dir: PathBuf,
+        /// Fingerprints to append.
+        #[arg(long)]
+        count: u64,
+        /// Seed of the fingerprints.
+        #[arg(long, default_value_t = 1)]
+        seed: u64,
+    },
     /// Create a store in a temporary directory, ingest a synthetic
     /// collection with near-duplicates, query it and report.
     Demo {
@@ -503,6 +517,7 @@ fn dispatch(command: Command) -> Result<(), Failure> {
             threads,
             ops,
         } => workload::run(&dir, durability, seed, threads.max(1), ops)?,
+        Command::Pend { dir, count, seed } => workload::pend(&dir, count, seed)?,
     }
     Ok(())
 }

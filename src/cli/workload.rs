@@ -98,3 +98,30 @@ pub fn run(
     let _ = compactor.join();
     result
 }
+
+/// `simstore pend` (hidden): the bench's crash child. Opens the store at
+/// `dir`, appends `count` random fingerprints in batches of 50,000 (so
+/// they are pending: in RocksDB's log and memtables, not in blocks),
+/// prints `ready` and waits to be killed (it exits by itself when its
+/// standard input closes, as when the bench that spawned it dies).
+pub fn pend(dir: &std::path::Path, count: u64, seed: u64) -> Result<(), Failure> {
+    let store = Store::open(dir, &Options::new().manual_compaction(true))?;
+    let mut rng = Rng(seed);
+    let mut left = count;
+    while left > 0 {
+        let n = left.min(50_000);
+        let ops = (0..n)
+            .map(|_| simstore::Op::Insert {
+                fingerprint: rng.next(),
+                id: None,
+            })
+            .collect();
+        store.apply(ops)?;
+        left -= n;
+    }
+    let mut out = std::io::stdout().lock();
+    writeln!(out, "ready")?;
+    out.flush()?;
+    std::io::copy(&mut std::io::stdin().lock(), &mut std::io::sink())?;
+    Ok(())
+}
