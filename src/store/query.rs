@@ -89,37 +89,16 @@ fn collect_portable(
     k: u32,
     first: bool,
 ) -> Result<Vec<Vec<(u64, u32)>>> {
-    // Each probing stage (the block keys to search, the block, its slot
-    // and the run's memory, the run's start) runs for every table of
-    // every query before the next stage, so the cache misses of a stage
-    // overlap (merging two stages' loops measurably loses that overlap);
-    // the runs are then scanned query by query.
+    if first && probe.len() > 1 {
+        return collect_first(shared, state, probe, fps, k);
+    }
     let mut probes: Vec<Probe> = Vec::with_capacity(fps.len() * probe.len());
     for &fp in fps {
         for &t in probe {
-            let q = shared.plan.tables()[t].permutation.apply(fp);
-            let (lo, hi) = shared.plan.tables()[t].prefix_range(q);
-            let keys = state.tables[t].probe_keys(lo);
-            probes.push(Probe {
-                t,
-                q,
-                lo,
-                hi,
-                keys,
-                block: 0,
-                start: None,
-            });
+            probes.push(Probe::new(shared, state, t, fp));
         }
     }
-    for p in &mut probes {
-        p.block = state.tables[p.t].probe_block(p.keys.clone(), p.lo, p.hi);
-    }
-    for p in &probes {
-        state.tables[p.t].probe_touch(p.block, p.lo, p.hi);
-    }
-    for p in &mut probes {
-        p.start = Some(state.tables[p.t].probe_start_at(p.block, p.lo));
-    }
+    run_stages(state, &mut probes);
     let mut found = Vec::with_capacity(fps.len());
     if probe.is_empty() {
         found.resize_with(fps.len(), Vec::new);
@@ -131,6 +110,71 @@ fn collect_portable(
         found.push(scan_probes(shared, state, tables, k, first)?);
     }
     Ok(found)
+}
+
+/// Probes in flight that a first-match pass aims for: a pass takes as
+/// many tables as needed for its open queries to make about this many.
+const FIRST_IN_FLIGHT: usize = 8;
+
+/// [`collect`] with `first`: the tables are probed in passes, each for
+/// the queries no earlier pass found a match for, so a query answered
+/// by its first table costs no other table's probe. A pass takes one
+/// table when enough queries are open to keep [`FIRST_IN_FLIGHT`] probes'
+/// cache misses overlapping, more tables when fewer are (all of them for
+/// a lone query, as [`collect`] without `first` does).
+#[inline(always)]
+fn collect_first(
+    shared: &Shared,
+    state: &State,
+    probe: &[usize],
+    fps: &[u64],
+    k: u32,
+) -> Result<Vec<Vec<(u64, u32)>>> {
+    let mut found = vec![Vec::new(); fps.len()];
+    let mut open: Vec<usize> = (0..fps.len()).collect();
+    let mut tables = probe;
+    let mut probes: Vec<Probe> = Vec::new();
+    while !tables.is_empty() && !open.is_empty() {
+        let take = FIRST_IN_FLIGHT.div_ceil(open.len()).clamp(1, tables.len());
+        let (pass, rest) = tables.split_at(take);
+        tables = rest;
+        probes.clear();
+        for &i in &open {
+            for &t in pass {
+                probes.push(Probe::new(shared, state, t, fps[i]));
+            }
+        }
+        run_stages(state, &mut probes);
+        let mut still = 0;
+        for n in 0..open.len() {
+            let i = open[n];
+            found[i] = scan_probes(shared, state, &probes[n * take..][..take], k, true)?;
+            if found[i].is_empty() {
+                open[still] = i;
+                still += 1;
+            }
+        }
+        open.truncate(still);
+    }
+    Ok(found)
+}
+
+/// Runs the probing stages (the block keys to search, the block, its
+/// slot and the run's memory, the run's start) for every probe, each
+/// stage for all before the next, so the cache misses of a stage overlap
+/// (merging two stages' loops measurably loses that overlap); the runs
+/// are then scanned query by query.
+#[inline(always)]
+fn run_stages(state: &State, probes: &mut [Probe]) {
+    for p in probes.iter_mut() {
+        p.block = state.tables[p.t].probe_block(p.keys.clone(), p.lo, p.hi);
+    }
+    for p in probes.iter() {
+        state.tables[p.t].probe_touch(p.block, p.lo, p.hi);
+    }
+    for p in probes.iter_mut() {
+        p.start = Some(state.tables[p.t].probe_start_at(p.block, p.lo));
+    }
 }
 
 /// One query's candidates from its probes (one a table), stages done.
@@ -184,6 +228,25 @@ struct Probe {
     keys: std::ops::Range<usize>,
     block: usize,
     start: Option<ProbeStart>,
+}
+
+impl Probe {
+    /// Table `t`'s probe for `fp`, its first stage (the block keys to
+    /// search) done.
+    #[inline(always)]
+    fn new(shared: &Shared, state: &State, t: usize, fp: u64) -> Self {
+        let q = shared.plan.tables()[t].permutation.apply(fp);
+        let (lo, hi) = shared.plan.tables()[t].prefix_range(q);
+        Probe {
+            t,
+            q,
+            lo,
+            hi,
+            keys: state.tables[t].probe_keys(lo),
+            block: 0,
+            start: None,
+        }
+    }
 }
 
 /// Records the permuted fingerprint `p` at distance `d` unless it is
