@@ -105,6 +105,7 @@ fn add_query_delete_compact_stats_verify_agree_with_brute_force() {
             let got = ok(&["query", d, "--max-distance", &ks, "--lazy"], &qinput);
             assert_eq!(got.lines().collect::<Vec<_>>(), expect, "lazy k={k}");
             let first = ok(&["query", d, "--max-distance", &ks, "--first"], &qinput);
+            assert_eq!(first.lines().count(), qs.len(), "first k={k}");
             for (line, &q) in first.lines().zip(&qs) {
                 let all = model.query(q, k);
                 if all.is_empty() {

@@ -274,10 +274,15 @@ pub fn query(
     // interleaved); none waits for input that has not arrived, so an
     // interactive caller still gets each answer as soon as it asks.
     let mut line = String::new();
-    let mut waiting = Vec::with_capacity(QUERY_GROUP);
+    let group = if first {
+        FIRST_QUERY_GROUP
+    } else {
+        QUERY_GROUP
+    };
+    let mut waiting = Vec::with_capacity(group);
     let result = for_each_line(input, parse, |_, fp, more| {
         waiting.extend(fp);
-        if waiting.len() == QUERY_GROUP || !more {
+        if waiting.len() == group || !more {
             answer(store, out, &mut line, &mut waiting, k, first)?;
         }
         if !more {
@@ -295,6 +300,12 @@ pub fn query(
 /// Queries of `simstore query` answered together (see
 /// [`Store::query_many`](simstore::Store::query_many)).
 const QUERY_GROUP: usize = 4;
+
+/// Queries of `simstore query --first` answered together: first-match
+/// groups probe one table at a time while enough of their queries are
+/// still unanswered (see
+/// [`Store::query_first_many`](simstore::Store::query_first_many)).
+const FIRST_QUERY_GROUP: usize = 16;
 
 /// Answers and empties `waiting`. When the group fails (a corrupt
 /// block), its queries are answered one by one, so those before the one

@@ -314,6 +314,11 @@ pub(crate) fn query_first(shared: &Shared, fp: u64, k: u32) -> Result<Option<Mat
 /// Queries [`query_many`] answers together.
 const GROUP: usize = 4;
 
+/// Queries [`query_many`] answers together with `first`: enough for its
+/// passes (see [`collect_first`]) to probe one table at a time while half
+/// of them are unanswered.
+const FIRST_GROUP: usize = 16;
+
 /// [`query`] for each of `fps` (or, with `first`, [`query_first`], as a
 /// list of at most one), `GROUP` at a time under one read lock with their
 /// probes' stages interleaved, so the cache misses of several queries
@@ -326,7 +331,7 @@ pub(crate) fn query_many(
 ) -> Result<Vec<Vec<Match>>> {
     let probe = check_distance(shared, k)?;
     let mut results = Vec::with_capacity(fps.len());
-    for group in fps.chunks(GROUP) {
+    for group in fps.chunks(if first { FIRST_GROUP } else { GROUP }) {
         let (found, has_ids) = {
             let state = shared.state.read();
             (
