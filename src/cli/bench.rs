@@ -51,6 +51,9 @@ impl Uncompressed {
     }
 }
 
+/// Queries a call in the bench's grouped rounds.
+const GROUPED: usize = 1024;
+
 /// The longest one incremental ingest run may take.
 const INGEST_LIMIT: Duration = Duration::from_secs(60);
 
@@ -286,6 +289,8 @@ pub fn run(config: &Config, out: &mut impl Write) -> Result<(), Failure> {
     store.set_batch_threads(1);
     let (mut all, mut first, mut batch) = (Duration::MAX, Duration::MAX, Duration::MAX);
     let (mut hits, mut first_hits, mut batch_hits) = (0usize, 0usize, 0usize);
+    let (mut grouped, mut grouped_first) = (Duration::MAX, Duration::MAX);
+    let (mut grouped_hits, mut grouped_first_hits) = (0usize, 0usize);
     for _ in 0..rounds {
         let started = Instant::now();
         hits = 0;
@@ -299,6 +304,24 @@ pub fn run(config: &Config, out: &mut impl Write) -> Result<(), Failure> {
             first_hits += usize::from(store.query_first(q, k)?.is_some());
         }
         first = first.min(started.elapsed());
+        // As `simstore query` answers: a few queries a call, their
+        // probes interleaved.
+        let started = Instant::now();
+        grouped_hits = 0;
+        for part in qs.chunks(GROUPED) {
+            grouped_hits += store
+                .query_many(part, k)?
+                .iter()
+                .map(Vec::len)
+                .sum::<usize>();
+        }
+        grouped = grouped.min(started.elapsed());
+        let started = Instant::now();
+        grouped_first_hits = 0;
+        for part in qs.chunks(GROUPED) {
+            grouped_first_hits += store.query_first_many(part, k)?.iter().flatten().count();
+        }
+        grouped_first = grouped_first.min(started.elapsed());
         let started = Instant::now();
         batch_hits = store.query_batch(&qs, k)?.iter().map(Vec::len).sum();
         batch = batch.min(started.elapsed());
@@ -354,9 +377,10 @@ pub fn run(config: &Config, out: &mut impl Write) -> Result<(), Failure> {
         batch_hits,
         par_hits,
         par_batch_hits,
+        grouped_hits,
         base_hits.unwrap_or(hits),
-    ] != [hits; 4]
-        || par_first_hits != first_hits
+    ] != [hits; 5]
+        || [par_first_hits, grouped_first_hits] != [first_hits; 2]
     {
         return Err(Failure::Io(std::io::Error::other(format!(
             "answers disagree: store {hits}, batch {batch_hits}, {threads} threads {par_hits} \
@@ -375,6 +399,22 @@ pub fn run(config: &Config, out: &mut impl Write) -> Result<(), Failure> {
     };
     writeln!(out, "{}", line("all matches", rate(queries, all)))?;
     writeln!(out, "{}", line("first match", rate(queries, first)))?;
+    writeln!(
+        out,
+        "{}",
+        line(
+            &format!("all matches, {GROUPED} queries a call (query_many, as simstore query)"),
+            rate(queries, grouped)
+        )
+    )?;
+    writeln!(
+        out,
+        "{}",
+        line(
+            &format!("first match, {GROUPED} queries a call (query_first_many)"),
+            rate(queries, grouped_first)
+        )
+    )?;
     writeln!(out, "{}", line("batch", rate(queries, batch)))?;
     let both = |name: &str, one: Duration, many: Duration| {
         format!(
