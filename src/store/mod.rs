@@ -234,7 +234,9 @@ impl Store {
     }
 
     /// [`query_first`](Self::query_first) for each of `fingerprints`, in
-    /// order, as [`query_many`](Self::query_many) answers them.
+    /// order, a few at a time as [`query_many`](Self::query_many) answers
+    /// them, their tables probed in passes: each pass only for the queries
+    /// no earlier pass found a match for.
     pub fn query_first_many(&self, fingerprints: &[u64], k: u32) -> Result<Vec<Option<Match>>> {
         Ok(query::query_many(&self.shared, fingerprints, k, true)?
             .into_iter()
