@@ -223,13 +223,51 @@ pub fn stateful(data: &[u8]) {
                 let Some(q) = fingerprint(op / 8) else {
                     break;
                 };
+                // The query and neighbours of it, enough to fill more
+                // than one group of the grouped paths.
+                let group: Vec<u64> = (0..17u32)
+                    .map(|i| match i {
+                        0 => q,
+                        1..=8 => q ^ (1u64 << (i * 7)),
+                        _ => q ^ (0b101u64 << (i * 3)),
+                    })
+                    .collect();
                 for k in 0..=3u32 {
-                    let mut expect: Vec<(u32, u64, Vec<u64>)> = model
-                        .iter()
-                        .map(|(&f, ids)| ((f ^ q).count_ones(), f, ids.iter().copied().collect()))
-                        .filter(|&(d, _, _)| d <= k)
-                        .collect();
-                    expect.sort();
+                    let within = |q: u64| {
+                        let mut expect: Vec<(u32, u64, Vec<u64>)> = model
+                            .iter()
+                            .map(|(&f, ids)| {
+                                ((f ^ q).count_ones(), f, ids.iter().copied().collect())
+                            })
+                            .filter(|&(d, _, _)| d <= k)
+                            .collect();
+                        expect.sort();
+                        expect
+                    };
+                    let many = s
+                        .query_many(&group, k)
+                        .unwrap_or_else(|e| panic!("query_many: {e}"));
+                    let first_many = s
+                        .query_first_many(&group, k)
+                        .unwrap_or_else(|e| panic!("query_first_many: {e}"));
+                    for ((&g, all), first) in group.iter().zip(&many).zip(&first_many) {
+                        let expect = within(g);
+                        let all: Vec<(u32, u64, Vec<u64>)> = all
+                            .iter()
+                            .map(|m| (m.distance, m.fingerprint, m.ids.clone()))
+                            .collect();
+                        assert_eq!(all, expect, "query_many {g:016x} k={k}");
+                        match first {
+                            Some(m) => assert!(
+                                expect.contains(&(m.distance, m.fingerprint, m.ids.clone())),
+                                "query_first_many {g:016x} k={k}"
+                            ),
+                            None => assert!(expect.is_empty(), "query_first_many {g:016x} k={k}"),
+                        }
+                    }
+                    assert_eq!(many.len(), group.len());
+                    assert_eq!(first_many.len(), group.len());
+                    let expect = within(q);
                     let got: Vec<(u32, u64, Vec<u64>)> = s
                         .query(q, k)
                         .unwrap_or_else(|e| panic!("query: {e}"))
