@@ -111,7 +111,8 @@ pub(crate) fn block_key(k: &[u8]) -> Result<u64> {
     })
 }
 
-/// Blocks read between two looks at `stop`.
+/// Blocks read between two looks at `stop`, and in a piece the warming
+/// hands to [`Filling::fill`](crate::table::Filling::fill) (a piece's slots are the read's only copy).
 const STOP_EVERY: usize = 4096;
 
 /// Reads every block of table `t` into memory (see [`Loader`]) except
@@ -125,6 +126,20 @@ pub(crate) fn read_table(
     stop: &dyn Fn() -> bool,
 ) -> Result<Option<TableState>> {
     let mut loader = Loader::new(t, codes);
+    let read = scan_table(db, t, &mut loader, held, stop, &mut |_| {})?;
+    Ok(read.then(|| loader.finish()))
+}
+
+/// Scans table `t`'s blocks into `loader` (see [`read_table`]), calling
+/// `every` every [`STOP_EVERY`] blocks; false when `stop` ended it early.
+fn scan_table(
+    db: &Db,
+    t: usize,
+    loader: &mut Loader,
+    held: &dyn Fn(u64) -> bool,
+    stop: &dyn Fn() -> bool,
+    every: &mut dyn FnMut(&mut Loader),
+) -> Result<bool> {
     let mut read = 0usize;
     let mut stopped = false;
     db.scan(db.table(t)?, &[], |k, v| {
@@ -135,10 +150,33 @@ pub(crate) fn read_table(
             loader.push(key, v);
         }
         read += 1;
-        stopped = read.is_multiple_of(STOP_EVERY) && stop();
+        if read.is_multiple_of(STOP_EVERY) {
+            every(loader);
+            stopped = stop();
+        }
         Ok(!stopped)
     })?;
-    Ok((!stopped).then(|| loader.finish()))
+    Ok(!stopped)
+}
+
+/// Fills `table` from a full read of its stored blocks, a piece at a time
+/// (see [`Filling`](crate::table::Filling)); the problems found, or `None` when `stop` ended the
+/// read early.
+fn fill_table(
+    db: &Db,
+    t: usize,
+    table: &TableState,
+    stop: &dyn Fn() -> bool,
+) -> Result<Option<Vec<(u64, String)>>> {
+    let mut loader = Loader::new(t, Arc::clone(table.codes()));
+    let mut filling = table.filling();
+    let held = |key| table.holds(key);
+    let mut every = |loader: &mut Loader| filling.fill(&loader.take_piece());
+    if !scan_table(db, t, &mut loader, &held, stop, &mut every)? {
+        return Ok(None);
+    }
+    filling.fill(&loader.take_piece());
+    Ok(Some(filling.finish()))
 }
 
 /// Reads every unread block of every table into memory, the tables spread
@@ -158,9 +196,7 @@ pub(crate) fn warm(shared: &Shared) -> Result<()> {
         if !table.has_unread() || stop() {
             return Ok(Some(Vec::new()));
         }
-        let held = |key| table.holds(key);
-        let fresh = read_table(&shared.db, t, Arc::clone(table.codes()), &held, &stop)?;
-        Ok(fresh.map(|fresh| table.fill_from(&fresh)))
+        fill_table(&shared.db, t, table, &stop)
     };
     let mut problems = Vec::new();
     for found in super::parallel::map_indexed(snapshot.len(), super::parallel::cores(), read) {

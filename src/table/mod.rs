@@ -3,6 +3,7 @@
 //! and persists it to RocksDB.
 
 mod codes;
+mod fill;
 mod merge;
 mod packed;
 
@@ -12,6 +13,7 @@ use std::sync::{Arc, OnceLock};
 use zerocopy::FromBytes;
 
 pub use codes::Codebook;
+pub use fill::{Filling, Piece};
 pub use merge::{merge, Added, MergeOutput};
 pub use packed::{Cursor, Packed};
 
@@ -288,56 +290,6 @@ impl TableState {
         let bytes = self.source()?.fetch(self.number, self.keys[j])?;
         let held = hold(&self.codes, self.keys[j], &bytes, &self.blocks[j]);
         Ok(self.blocks[j].held.get_or_init(|| held))
-    }
-
-    /// Holds the unread blocks as `fresh` does, the same table as read from
-    /// disk in full (by a [`Loader`], which may leave out blocks held
-    /// here): a block whose key, length and count agree with this table's
-    /// index is held as `fresh` holds it; one that does not, or that
-    /// `fresh` lacks, is corrupt. Returns the problems found, including
-    /// blocks `fresh` holds that the index does not list (reported against
-    /// the block whose range holds them; see [`settled`](Self::settled)).
-    pub fn fill_from(&self, fresh: &TableState) -> Vec<(u64, String)> {
-        let mut problems = Vec::new();
-        let mut f = 0;
-        for (j, (&key, slot)) in self.keys.iter().zip(&self.blocks).enumerate() {
-            while f < fresh.keys.len() && fresh.keys[f] < key {
-                problems.push((
-                    self.keys[j.saturating_sub(1)],
-                    format!(
-                        "block {:016x} is stored but missing from the table index",
-                        fresh.keys[f]
-                    ),
-                ));
-                f += 1;
-            }
-            let held = match fresh.keys.get(f) {
-                Some(&k) if k == key => {
-                    let found = &fresh.blocks[f];
-                    f += 1;
-                    match disagreement(found.len as usize, usize::from(found.count), slot) {
-                        None => found.held.get().cloned(),
-                        corrupt => corrupt,
-                    }
-                }
-                _ => Some(Held::Corrupt(
-                    "the block the table index lists is missing".into(),
-                )),
-            };
-            if let Some(Held::Corrupt(reason)) = &held {
-                problems.push((key, reason.to_string()));
-            }
-            if let Some(held) = held {
-                let _ = slot.held.set(held);
-            }
-        }
-        for &k in &fresh.keys[f..] {
-            problems.push((
-                self.keys.last().copied().unwrap_or(0),
-                format!("block {k:016x} is stored but missing from the table index"),
-            ));
-        }
-        problems
     }
 
     /// This table with the blocks keyed in `problems` corrupt, for those
@@ -1220,7 +1172,7 @@ mod tests {
             stored.iter().map(|(_, b)| Arc::from(&b[..])).collect(),
             Arc::clone(&codes),
         );
-        let lazy = TableState::lazy(0, &listed, Arc::clone(&codes), source);
+        let lazy = TableState::lazy(0, &listed, Arc::clone(&codes), source.clone());
         probe(&lazy, 3).unwrap();
         let problems = lazy.fill_from(&fresh);
         let keyed: Vec<u64> = problems.iter().map(|p| p.0).collect();
@@ -1232,6 +1184,37 @@ mod tests {
         }
         probe(&settled, 0).unwrap();
         probe(&settled, 5).unwrap();
+
+        // Filled piece by piece (as the warming reads), with the missing,
+        // short and unlisted blocks at and beside pieces' edges: the same.
+        for size in 1..=4 {
+            let lazy = TableState::lazy(0, &listed, Arc::clone(&codes), source.clone());
+            probe(&lazy, 3).unwrap();
+            let mut loader = Loader::new(0, Arc::clone(&codes));
+            let mut filling = lazy.filling();
+            for (n, (key, bytes)) in stored.iter().enumerate() {
+                if lazy.holds(*key) {
+                    loader.skip(*key, bytes);
+                } else {
+                    loader.push(*key, bytes);
+                }
+                if (n + 1) % size == 0 {
+                    filling.fill(&loader.take_piece());
+                }
+            }
+            filling.fill(&loader.take_piece());
+            assert_eq!(filling.finish(), problems, "pieces of {size}");
+            assert!(!lazy.has_unread(), "pieces of {size}");
+            // Every block read is held (block 4, unlisted, is not).
+            for (j, &key) in keys.iter().enumerate().filter(|(j, _)| ![1, 2].contains(j)) {
+                let want = if j == 4 { vec![] } else { vec![key] };
+                assert_eq!(
+                    scanned(&lazy, key, key),
+                    want,
+                    "pieces of {size}, block {j}"
+                );
+            }
+        }
     }
 
     /// A block whose checksum passes but whose stream was damaged (an
