@@ -217,8 +217,8 @@ enum Command {
         ops: u64,
     },
     /// Crash-test child of `simstore bench`: appends fingerprints to an
-    /// existing store so they are pending, prints `ready`, then sleeps
-    /// until killed.
+    /// existing store so they are pending, prints `ready`, then waits to
+    /// be killed (it exits when its standard input closes).
     #[command(hide = true)]
     Pend {
         /// Store directory (must exist).
@@ -332,8 +332,8 @@ pub fn run() -> i32 {
 /// false) answer no query, so unless `--memory-budget` says otherwise
 /// they keep the tables on disk: nothing is read into memory behind the
 /// open, and a merge writes its new blocks without also holding them.
-/// Building a 100M store with `add` peaks at 13.7 GB this way, against
-/// 22.2 GB with the tables held (224 s against 206 s).
+/// Building a 100M store with `add` peaked at 13.7 GB this way, against
+/// 22.2 GB with the tables held.
 fn open(
     dir: &PathBuf,
     durability: Durability,

@@ -141,9 +141,11 @@ pub struct Batcher<'a> {
     bulk: bool,
     /// Whether the batch being collected holds anything but inserts.
     mixed: bool,
-    /// Lines an insert-only batch may hold: as many as the store held
-    /// after the last commit, within [`MIN_GROWN_BATCH`] and
-    /// [`MAX_GROWN_BATCH`].
+    /// Lines an insert-only batch may hold: [`MAX_GROWN_BATCH`] for the
+    /// first (the input is as likely to be large as the store: a 100M-line
+    /// load into an empty store then takes two passes over the tables,
+    /// not four), then as many as the store held after the last bulk
+    /// commit, within [`MIN_GROWN_BATCH`] and [`MAX_GROWN_BATCH`].
     grown: usize,
 }
 
@@ -157,7 +159,7 @@ impl<'a> Batcher<'a> {
             last_line: 0,
             bulk: false,
             mixed: false,
-            grown: MIN_GROWN_BATCH,
+            grown: MAX_GROWN_BATCH,
         }
     }
 

@@ -112,7 +112,8 @@ pub(crate) fn block_key(k: &[u8]) -> Result<u64> {
 }
 
 /// Blocks read between two looks at `stop`, and in a piece the warming
-/// hands to [`Filling::fill`](crate::table::Filling::fill) (a piece's slots are the read's only copy).
+/// hands to [`Filling::fill`](crate::table::Filling::fill) (a piece's
+/// slots are the read's only copy of them).
 const STOP_EVERY: usize = 4096;
 
 /// Reads every block of table `t` into memory (see [`Loader`]) except
@@ -160,8 +161,8 @@ fn scan_table(
 }
 
 /// Fills `table` from a full read of its stored blocks, a piece at a time
-/// (see [`Filling`](crate::table::Filling)); the problems found, or `None` when `stop` ended the
-/// read early.
+/// (see [`Filling`](crate::table::Filling)); the problems found, or
+/// `None` when `stop` ended the read early.
 fn fill_table(
     db: &Db,
     t: usize,

@@ -68,9 +68,9 @@ pub(crate) struct Queue {
 /// arrive while it commits queue up and sleep, each on its own request.
 /// The leader commits everything queued as one group, wakes each caller
 /// with its outcome and hands the lead to one still queued (in buffered
-/// mode, after committing what queued meanwhile: see [`BUFFERED_ROUNDS`]). No caller
-/// waits on a lock another caller holds through an fsync, so the group
-/// grows with the number of concurrent callers.
+/// mode, after committing what queued meanwhile: see [`BUFFERED_ROUNDS`]).
+/// No caller waits on a lock another caller holds through an fsync, so
+/// the group grows with the number of concurrent callers.
 pub(crate) fn submit(shared: &Shared, ops: Vec<Op>) -> Result<Vec<bool>> {
     if ops.is_empty() {
         return Ok(Vec::new());
@@ -189,8 +189,7 @@ impl Group {
     /// Wakes every caller but the leader with its outcome; returns the
     /// leader's, when its request is in the group.
     fn settle(&mut self, outcomes: Result<Vec<Vec<bool>>>) -> Option<Result<Vec<bool>>> {
-        let others = self.requests.len() - usize::from(self.leads_own);
-        let others = &self.requests[..others];
+        let others = self.others();
         let mine = match outcomes {
             Ok(mut outcomes) => {
                 let mine = self
@@ -211,13 +210,17 @@ impl Group {
         self.settled = true;
         mine
     }
+
+    /// The requests of callers other than the leader.
+    fn others(&self) -> &[Arc<Request>] {
+        &self.requests[..self.requests.len() - usize::from(self.leads_own)]
+    }
 }
 
 impl Drop for Group {
     fn drop(&mut self) {
         if !self.settled {
-            let others = self.requests.len() - usize::from(self.leads_own);
-            for r in &self.requests[..others] {
+            for r in self.others() {
                 r.settle(Turn::Done(Err(Error::Poisoned)));
             }
         }
