@@ -20,7 +20,7 @@ const MAX_BATCH: usize = 1 << 20;
 const MIN_GROWN_BATCH: usize = 1 << 24;
 /// Most lines of an insert-only batch (bounds the memory it holds:
 /// about 40 bytes a line).
-const MAX_GROWN_BATCH: usize = 1 << 26;
+const MAX_GROWN_BATCH: usize = 1 << 27;
 /// Queries answered per batch call with `--batch`.
 const QUERY_BATCH: usize = 1 << 20;
 

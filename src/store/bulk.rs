@@ -25,8 +25,7 @@ pub(crate) fn insert_bulk(shared: &Shared, pairs: &[(u64, Option<u64>)]) -> Resu
     let plan = &shared.plan;
     let db = &shared.db;
 
-    let mut fps: Vec<u64> = pairs.iter().map(|&(fp, _)| fp).collect();
-    fps.sort_unstable();
+    let mut fps = super::sort::sorted_keys(pairs, |&(fp, _)| fp);
     fps.dedup();
     let mut ids: Vec<(u64, u64)> = pairs
         .iter()

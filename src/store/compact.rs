@@ -67,11 +67,7 @@ pub(crate) fn merge_all(
     let plan = &shared.plan;
     let one = |t: usize| -> Result<MergeOutput> {
         let spec = &plan.tables()[t];
-        let permute = |v: &[u64]| {
-            let mut p: Vec<u64> = v.iter().map(|&x| spec.permutation.apply(x)).collect();
-            p.sort_unstable();
-            p
-        };
+        let permute = |v: &[u64]| super::sort::sorted_keys(v, |&x| spec.permutation.apply(x));
         merge(
             &tables[t],
             &permute(adds),

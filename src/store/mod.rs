@@ -9,6 +9,7 @@ mod options;
 mod parallel;
 mod query;
 mod shared;
+mod sort;
 mod state;
 mod stats;
 mod verify;

@@ -84,13 +84,7 @@ pub fn merge(
     block_size: usize,
 ) -> Result<MergeOutput> {
     let n = old.keys.len();
-    let block_of = |v: u64| index::locate(&old.keys, v).unwrap_or(0);
-    let mut changes: Vec<usize> = adds.iter().chain(removes).map(|&v| block_of(v)).collect();
-    changes.sort_unstable();
-    changes.dedup();
-    if n > 0 {
-        changes.retain(|&j| j < n);
-    }
+    let changes = union(&touched(&old.keys, adds), &touched(&old.keys, removes));
 
     // Pass 1: decode and merge every touched run.
     let mut runs = Vec::new();
@@ -231,6 +225,50 @@ pub fn merge(
     })
 }
 
+/// The blocks (indexes into `keys`, increasing) whose ranges hold the
+/// sorted `values`: block `j` holds the values from its key up to the next
+/// block's (block 0 also those below its key; an empty table has block 0).
+/// Each block is located once and the values it holds are skipped by a
+/// binary search, so a bulk merge of N values into B blocks costs about
+/// B log N, not a block search and a sort key per value.
+fn touched(keys: &[u64], values: &[u64]) -> Vec<usize> {
+    let mut out = Vec::new();
+    let mut rest = values;
+    while let Some(&v) = rest.first() {
+        let j = index::locate(keys, v).unwrap_or(0);
+        out.push(j);
+        let Some(&next) = keys.get(j + 1) else { break };
+        rest = &rest[rest.partition_point(|&x| x < next)..];
+    }
+    out
+}
+
+/// The sorted union, without repeats, of two increasing lists.
+fn union(a: &[usize], b: &[usize]) -> Vec<usize> {
+    let mut out = Vec::with_capacity(a.len() + b.len());
+    let (mut i, mut j) = (0, 0);
+    while i < a.len() || j < b.len() {
+        let next = match (a.get(i), b.get(j)) {
+            (Some(&x), Some(&y)) if x <= y => {
+                i += 1;
+                j += usize::from(x == y);
+                x
+            }
+            (_, Some(&y)) => {
+                j += 1;
+                y
+            }
+            (Some(&x), None) => {
+                i += 1;
+                x
+            }
+            (None, None) => break,
+        };
+        out.push(next);
+    }
+    out
+}
+
 /// `carry` followed by `more`, leaving `carry` empty.
 fn take_joined(carry: &mut Vec<u64>, more: Vec<u64>) -> Vec<u64> {
     if carry.is_empty() {
@@ -301,6 +339,43 @@ mod tests {
             out.extend_from_slice(&scratch);
         }
         out
+    }
+
+    /// The touched blocks are those a per-value search finds, sorted
+    /// without repeats (values below the first key, past the last, on
+    /// keys, an empty table, empty lists).
+    #[test]
+    fn touched_blocks_match_a_search_per_value() {
+        let mut x = 7u64;
+        let mut next = |m: u64| {
+            x = x
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            (x >> 11) % m
+        };
+        for round in 0..300 {
+            let keys: BTreeSet<u64> = (0..next(12)).map(|_| next(1000)).collect();
+            let keys: Vec<u64> = keys.into_iter().collect();
+            let list = |next: &mut dyn FnMut(u64) -> u64| {
+                let mut v: Vec<u64> = (0..next(30))
+                    .map(|i| match i % 3 {
+                        0 => keys.get(next(13) as usize).copied().unwrap_or(5),
+                        _ => next(1100),
+                    })
+                    .collect();
+                v.sort_unstable();
+                v.dedup();
+                v
+            };
+            let (a, b) = (list(&mut next), list(&mut next));
+            let naive: BTreeSet<usize> = a
+                .iter()
+                .chain(&b)
+                .map(|&v| index::locate(&keys, v).unwrap_or(0))
+                .collect();
+            let got = union(&touched(&keys, &a), &touched(&keys, &b));
+            assert_eq!(got, naive.into_iter().collect::<Vec<_>>(), "round {round}");
+        }
     }
 
     #[test]
