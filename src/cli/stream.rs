@@ -19,7 +19,7 @@ const MAX_BATCH: usize = 1 << 20;
 /// log2(N / MIN_GROWN_BATCH) times instead of N / MAX_BATCH times.
 const MIN_GROWN_BATCH: usize = 1 << 24;
 /// Most lines of an insert-only batch (bounds the memory it holds:
-/// about 40 bytes a line).
+/// about 40 bytes a line, 5 GB at this bound).
 const MAX_GROWN_BATCH: usize = 1 << 27;
 /// Queries answered per batch call with `--batch`.
 const QUERY_BATCH: usize = 1 << 20;
@@ -143,9 +143,9 @@ pub struct Batcher<'a> {
     mixed: bool,
     /// Lines an insert-only batch may hold: [`MAX_GROWN_BATCH`] for the
     /// first (the input is as likely to be large as the store: a 100M-line
-    /// load into an empty store then takes two passes over the tables,
-    /// not four), then as many as the store held after the last bulk
-    /// commit, within [`MIN_GROWN_BATCH`] and [`MAX_GROWN_BATCH`].
+    /// load into an empty store then takes one pass over the tables, not
+    /// four), then as many as the store held after the last bulk commit,
+    /// within [`MIN_GROWN_BATCH`] and [`MAX_GROWN_BATCH`].
     grown: usize,
 }
 
