@@ -341,18 +341,23 @@ mod tests {
         out
     }
 
+    /// A seeded generator of numbers below its argument.
+    fn below(seed: u64) -> impl FnMut(u64) -> u64 {
+        let mut x = seed;
+        move |m: u64| {
+            x = x
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            (x >> 11) % m
+        }
+    }
+
     /// The touched blocks are those a per-value search finds, sorted
     /// without repeats (values below the first key, past the last, on
     /// keys, an empty table, empty lists).
     #[test]
     fn touched_blocks_match_a_search_per_value() {
-        let mut x = 7u64;
-        let mut next = |m: u64| {
-            x = x
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407);
-            (x >> 11) % m
-        };
+        let mut next = below(7);
         for round in 0..300 {
             let keys: BTreeSet<u64> = (0..next(12)).map(|_| next(1000)).collect();
             let keys: Vec<u64> = keys.into_iter().collect();
@@ -380,13 +385,7 @@ mod tests {
 
     #[test]
     fn merges_match_a_set_model_with_tiny_blocks() {
-        let mut x = 99u64;
-        let mut next = |m: u64| {
-            x = x
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407);
-            (x >> 11) % m
-        };
+        let mut next = below(99);
         for block_size in [40usize, 64, 1024] {
             let mut model = BTreeSet::new();
             let mut t = empty(0);
