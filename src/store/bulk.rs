@@ -39,15 +39,23 @@ pub(crate) fn insert_bulk(shared: &Shared, pairs: &[(u64, Option<u64>)]) -> Resu
         // Everything pending goes into the tables with the new ones
         // (fingerprints already in the tables merge as no-ops); tombstones
         // are applied except where the fingerprint is being re-inserted.
-        let mut adds = state.pending.all(plan);
-        adds.extend_from_slice(&fps);
-        adds.sort_unstable();
-        adds.dedup();
+        let pending = state.pending.all(plan);
+        let adds = if pending.is_empty() {
+            fps
+        } else {
+            let mut adds = pending;
+            adds.extend_from_slice(&fps);
+            adds.sort_unstable();
+            adds.dedup();
+            adds
+        };
+        // A tombstoned fingerprint is in the tables, so not pending: it is
+        // being re-inserted exactly when it is in `adds`.
         let mut removes: Vec<u64> = state
             .tombstones
             .iter()
             .copied()
-            .filter(|x| fps.binary_search(x).is_err())
+            .filter(|x| adds.binary_search(x).is_err())
             .collect();
         removes.sort_unstable();
         (Arc::clone(&state.tables), adds, removes, state.counters())
