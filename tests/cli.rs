@@ -12,6 +12,16 @@ fn bin() -> Command {
     Command::new(env!("CARGO_BIN_EXE_simstore"))
 }
 
+/// `simstore ARGS` started with its standard input and output piped.
+fn piped(args: &[&str]) -> std::process::Child {
+    bin()
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
 fn run(args: &[&str], stdin: &str) -> Output {
     common::run_simstore(args, stdin)
 }
@@ -236,12 +246,7 @@ fn second_process_gets_a_clear_error() {
     let dir = tmp.path().join("s");
     let d = dir_str(&dir);
     ok(&["create", d], "");
-    let mut holder = bin()
-        .args(["add", d, "--ack"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut holder = piped(&["add", d, "--ack"]);
     let mut stdin = holder.stdin.take().unwrap();
     let mut stdout = BufReader::new(holder.stdout.take().unwrap());
     stdin.write_all(b"00000000000000aa 1\n").unwrap();
@@ -271,12 +276,7 @@ fn killed_add_loses_no_acknowledged_line_and_grows_no_phantom() {
     let mut sent: Vec<u64> = Vec::new();
     let mut acked: Vec<std::ops::Range<usize>> = Vec::new();
     for (cycle, durability) in ["sync", "buffered", "sync", "buffered"].iter().enumerate() {
-        let mut child = bin()
-            .args(["add", d, "--ack", "--durability", durability])
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .spawn()
-            .unwrap();
+        let mut child = piped(&["add", d, "--ack", "--durability", durability]);
         let mut stdin = child.stdin.take().unwrap();
         let mut stdout = BufReader::new(child.stdout.take().unwrap());
         let start = sent.len();
@@ -440,13 +440,7 @@ fn query_answers_a_line_before_the_next_arrives() {
     ok(&["create", d, "--max-distance", "3"], "");
     ok(&["add", d], "00000000000000ff 1\n");
     for extra in [&[][..], &["--first"][..]] {
-        let mut child = bin()
-            .args(["query", d])
-            .args(extra)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .spawn()
-            .unwrap();
+        let mut child = piped(&[&["query", d][..], extra].concat());
         let mut input = child.stdin.take().unwrap();
         let (tx, rx) = std::sync::mpsc::channel();
         let output = child.stdout.take().unwrap();
@@ -479,12 +473,7 @@ fn pend_child_killed_after_ready_leaves_its_fingerprints_pending() {
     let path = dir.path().join("s");
     let d = dir_str(&path);
     ok(&["create", d], "");
-    let mut child = bin()
-        .args(["pend", d, "--count", "120000", "--seed", "7"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut child = piped(&["pend", d, "--count", "120000", "--seed", "7"]);
     let mut line = String::new();
     BufReader::new(child.stdout.take().unwrap())
         .read_line(&mut line)
