@@ -1,5 +1,5 @@
-//! The code against storage-format.md: the example block and index record
-//! there are what the encoders produce, byte for byte, and a store's index
+//! The code against storage-format.md: the example block, index record
+//! and table files record there are what the encoders produce, byte for byte, and a store's index
 //! records list exactly its blocks.
 
 mod common;
@@ -80,6 +80,14 @@ fn example_index_record_matches_the_document() {
         BlockView::parse(&block).unwrap().count(),
         usize::from(entries[0].count)
     );
+}
+
+#[test]
+fn example_table_files_record_matches_the_document() {
+    use simstore::format::records::{decode_table_files, encode_table_files};
+    let doc = golden("<!-- golden-table-files -->");
+    assert_eq!(encode_table_files(&[0, 3, 9]), doc);
+    assert_eq!(decode_table_files(&doc).unwrap(), [0, 3, 9]);
 }
 
 /// Every table's index record in a store lists exactly its family's

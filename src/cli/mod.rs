@@ -215,6 +215,10 @@ enum Command {
         /// Operations per writer thread.
         #[arg(long, default_value_t = u64::MAX)]
         ops: u64,
+        /// Commits writing at least this many bytes of blocks to a table
+        /// go through table files (the library's default when absent).
+        #[arg(long)]
+        table_file_bytes: Option<usize>,
     },
     /// Crash-test child of `simstore bench`: appends fingerprints to an
     /// existing store so they are pending, prints `ready`, then waits to
@@ -528,7 +532,14 @@ fn dispatch(command: Command) -> Result<(), Failure> {
             seed,
             threads,
             ops,
-        } => workload::run(&dir, durability, seed, threads.max(1), ops)?,
+            table_file_bytes,
+        } => {
+            let mut options = simstore::Options::new().durability(durability);
+            if let Some(bytes) = table_file_bytes {
+                options = options.table_file_bytes(bytes);
+            }
+            workload::run(&dir, options, seed, threads.max(1), ops)?
+        }
         Command::Pend { dir, count, seed } => workload::pend(&dir, count, seed)?,
     }
     Ok(())

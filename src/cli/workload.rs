@@ -15,7 +15,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use parking_lot::Mutex;
-use simstore::{Durability, Options, Store};
+use simstore::{Options, Store};
 
 use super::rng::Rng;
 use super::stream::Failure;
@@ -23,15 +23,12 @@ use super::stream::Failure;
 /// Runs until killed (or for `ops` operations per thread).
 pub fn run(
     dir: &std::path::Path,
-    durability: Durability,
+    options: Options,
     seed: u64,
     threads: u64,
     ops: u64,
 ) -> Result<(), Failure> {
-    let store = Arc::new(Store::open(
-        dir,
-        &Options::new().durability(durability).merge_threshold(200),
-    )?);
+    let store = Arc::new(Store::open(dir, &options.merge_threshold(200))?);
     let out = Arc::new(Mutex::new(std::io::stdout()));
     let say = {
         let out = Arc::clone(&out);

@@ -48,6 +48,10 @@ pub const MANIFEST: &[u8] = b"manifest";
 /// Key of the counters record in the default column family.
 pub const COUNTERS: &[u8] = b"counters";
 
+/// Key of the table files record in the default column family: present
+/// only while a commit's table files are being ingested.
+pub const TABLE_FILES: &[u8] = b"table-files";
+
 /// Key of table `table`'s index record in the default column family:
 /// ASCII `index` then the table number (u16).
 pub fn index(table: u16) -> [u8; 7] {

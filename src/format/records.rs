@@ -1,4 +1,5 @@
-//! Stored Huffman codes, the counters record and table index records.
+//! Stored Huffman codes, the counters record, table index records and the
+//! table files record.
 
 use super::{checked_body, seal};
 use crate::codec::{Code, SYMBOLS};
@@ -166,6 +167,55 @@ pub fn decode_index(bytes: &[u8]) -> Result<Vec<IndexEntry>, String> {
     Ok(out)
 }
 
+/// Version byte of a table files record.
+pub const TABLE_FILES_RECORD_VERSION: u8 = 1;
+
+/// `| version u8 | tables u16 | tables × table u16 | crc32 u32 |`: the
+/// tables whose new blocks a commit wrote as table files to be ingested.
+pub fn encode_table_files(tables: &[u16]) -> Vec<u8> {
+    let mut v = Vec::with_capacity(1 + 2 + tables.len() * 2 + 4);
+    v.push(TABLE_FILES_RECORD_VERSION);
+    v.extend_from_slice(
+        &u16::try_from(tables.len())
+            .unwrap_or(u16::MAX)
+            .to_be_bytes(),
+    );
+    for t in tables {
+        v.extend_from_slice(&t.to_be_bytes());
+    }
+    seal(v)
+}
+
+/// Decodes and validates a table files record: its checksum, version and
+/// length, and table numbers strictly increasing.
+pub fn decode_table_files(bytes: &[u8]) -> Result<Vec<u16>, String> {
+    let body = checked_body(bytes)?;
+    let (&version, rest) = body.split_first().ok_or("empty table files record")?;
+    if version != TABLE_FILES_RECORD_VERSION {
+        return Err(format!(
+            "table files record version {version}, expected {TABLE_FILES_RECORD_VERSION}"
+        ));
+    }
+    let (n, tables) = rest
+        .split_first_chunk::<2>()
+        .ok_or("table files record too short for its table count")?;
+    let n = usize::from(u16::from_be_bytes(*n));
+    if tables.len() != n * 2 {
+        return Err(format!(
+            "table files record of {} table bytes for {n} tables",
+            tables.len()
+        ));
+    }
+    let tables: Vec<u16> = tables
+        .chunks_exact(2)
+        .map(|t| u16::from_be_bytes([t[0], t[1]]))
+        .collect();
+    if tables.windows(2).any(|w| w[0] >= w[1]) {
+        return Err("table files record lists tables out of order".into());
+    }
+    Ok(tables)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -189,6 +239,23 @@ mod tests {
         };
         assert_eq!(decode_counters(&encode_counters(&c)).unwrap(), c);
         assert!(decode_counters(&[1, 2]).is_err());
+    }
+
+    #[test]
+    fn table_files_records_round_trip_and_refuse_damage() {
+        let bytes = encode_table_files(&[0, 3, 9]);
+        assert_eq!(bytes, [1, 0, 3, 0, 0, 0, 3, 0, 9, 0xbb, 0x00, 0x1c, 0x8d]);
+        assert_eq!(decode_table_files(&bytes).unwrap(), [0, 3, 9]);
+        assert_eq!(decode_table_files(&encode_table_files(&[])).unwrap(), []);
+        for i in 0..bytes.len() {
+            let mut bad = bytes.clone();
+            bad[i] ^= 0x02;
+            assert!(decode_table_files(&bad).is_err(), "flip in byte {i}");
+        }
+        assert!(decode_table_files(&encode_table_files(&[4, 4])).is_err());
+        assert!(decode_table_files(&encode_table_files(&[5, 2])).is_err());
+        assert!(decode_table_files(&seal(vec![2, 0, 0])).is_err());
+        assert!(decode_table_files(&seal(vec![1, 0, 2, 0, 1])).is_err());
     }
 
     #[test]

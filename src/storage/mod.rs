@@ -3,6 +3,7 @@
 //! This is the only module that names RocksDB types.
 
 mod directory;
+mod files;
 
 use std::path::Path;
 
@@ -12,6 +13,7 @@ use rocksdb::{
 };
 
 pub use directory::{check_directory, publish, staging_directory, write_marker};
+pub use files::TableFileEntry;
 
 use crate::error::{Error, Location, Result};
 use crate::format::keys;
@@ -38,6 +40,9 @@ pub struct Db {
     tables: usize,
     /// RocksDB's block cache (all families share it).
     cache: Cache,
+    /// The options of the table families, which table files written for
+    /// ingestion are built with.
+    family: parking_lot::Mutex<DbOptions>,
 }
 
 /// Reads table blocks straight from the database: for tables not held in
@@ -165,6 +170,7 @@ impl Db {
             db: std::sync::Arc::new(db),
             tables,
             cache,
+            family: parking_lot::Mutex::new(family),
         })
     }
 
@@ -193,6 +199,7 @@ impl Db {
             db: std::sync::Arc::new(db),
             tables,
             cache,
+            family: parking_lot::Mutex::new(family),
         })
     }
 

@@ -10,6 +10,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use super::compact::{merge_all, tables_batch, write_tables, CompactionReport};
+use super::files;
 use super::shared::Shared;
 use super::state::Pending;
 use crate::error::Result;
@@ -82,7 +83,7 @@ pub(crate) fn insert_bulk(shared: &Shared, pairs: &[(u64, Option<u64>)]) -> Resu
             new_ids += 1;
         }
     }
-    let table_fingerprints = outputs.first().map_or(0, |o| o.state.fingerprints());
+    let table_fingerprints = outputs.first().map_or(0, |m| m.out.state.fingerprints());
     shared.put_counters(
         &mut batch,
         &records::Counters {
@@ -92,22 +93,20 @@ pub(crate) fn insert_bulk(shared: &Shared, pairs: &[(u64, Option<u64>)]) -> Resu
             table_fingerprints,
         },
     )?;
-    shared.write_or_poison(batch)?;
-
-    let mut state = shared.state.write();
-    state.tables = Arc::new(outputs.into_iter().map(|o| o.state).collect());
-    state.pending = Pending::new(plan.tables().len());
-    state.tombstones.clear();
-    state.ids = counters.ids + new_ids;
-    shared.generation.fetch_add(1, Ordering::Release);
-    drop(state);
-    // The memtables now hold every block written, as much again as the
-    // tables: flush them before returning rather than beside the next
-    // bulk insert's merge (and so the log of a bulk insert is not
-    // replayed by the next open). The insert is committed whatever the
-    // flush does: a failed flush leaves the memtables to a later one and
-    // the log to be replayed, and RocksDB fails the next write if the
-    // disk is at fault.
+    let filed = files::filed(&outputs);
+    files::commit(shared, batch, &filed, |state| {
+        state.tables = files::tables(outputs);
+        state.pending = Pending::new(plan.tables().len());
+        state.tombstones.clear();
+        state.ids = counters.ids + new_ids;
+        shared.generation.fetch_add(1, Ordering::Release);
+    })?;
+    // The memtables may now hold blocks of tables not filed (and the ids):
+    // flush them before returning rather than beside the next bulk
+    // insert's merge (and so the log of a bulk insert is not replayed by
+    // the next open). The insert is committed whatever the flush does: a
+    // failed flush leaves the memtables to a later one and the log to be
+    // replayed, and RocksDB fails the next write if the disk is at fault.
     let _ = shared.db.flush();
     Ok(())
 }

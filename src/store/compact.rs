@@ -13,11 +13,12 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
 
+use super::files::{self, Merged};
 use super::shared::Shared;
 use super::state::Pending;
 use crate::error::Result;
 use crate::format::{keys, records};
-use crate::table::{merge, MergeOutput, TableState};
+use crate::table::{merge, TableState};
 
 /// What one compaction did.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -57,23 +58,26 @@ pub(crate) fn compact(shared: &Shared) -> Result<CompactionReport> {
 }
 
 /// Merges sorted unpermuted `adds` into and `removes` out of every table,
-/// the tables spread over the machine's cores.
+/// the tables spread over the machine's cores; a table with enough new
+/// blocks has them written to its table file as soon as it is merged (see
+/// [`files`]).
 pub(crate) fn merge_all(
     shared: &Shared,
     tables: &[TableState],
     adds: &[u64],
     removes: &[u64],
-) -> Result<Vec<MergeOutput>> {
+) -> Result<Vec<Merged>> {
     let plan = &shared.plan;
-    let one = |t: usize| -> Result<MergeOutput> {
+    let one = |t: usize| -> Result<Merged> {
         let spec = &plan.tables()[t];
         let permute = |v: &[u64]| super::sort::sorted_keys(v, |&x| spec.permutation.apply(x));
-        merge(
+        let out = merge(
             &tables[t],
             &permute(adds),
             &permute(removes),
             shared.block_size,
-        )
+        )?;
+        files::file(shared, t, out)
     };
     let threads = if adds.len() + removes.len() < PARALLEL_MERGE_MIN {
         1
@@ -90,18 +94,19 @@ const PARALLEL_MERGE_MIN: usize = 1 << 14;
 
 /// A write batch with room for [`write_tables`] of `outputs` and a few
 /// more records, so a large one is not copied as it grows.
-pub(crate) fn tables_batch(outputs: &[MergeOutput]) -> rocksdb::WriteBatch {
+pub(crate) fn tables_batch(outputs: &[Merged]) -> rocksdb::WriteBatch {
     // Each record: a tag, a column family id, two lengths, the key.
     const RECORD: usize = 24;
     let bytes: usize = outputs
         .iter()
-        .map(|o| o.added.byte_len() + (o.added.len() + o.removed.len()) * RECORD)
+        .filter(|m| m.filed.is_none())
+        .map(|m| m.out.added.byte_len() + (m.out.added.len() + m.out.removed.len()) * RECORD)
         .sum();
     crate::storage::batch_with_capacity(bytes + 4096)
 }
 
-/// Adds the block (and code) changes of every table to `batch`, with
-/// every table's new index record.
+/// Adds the block (and code) changes of every table not filed to
+/// `batch`, with every table's code and new index record.
 ///
 /// Each table's new blocks are dropped once they are in `batch` (the
 /// batch holds the copy that is written), so a merge that rewrote every
@@ -109,18 +114,24 @@ pub(crate) fn tables_batch(outputs: &[MergeOutput]) -> rocksdb::WriteBatch {
 pub(crate) fn write_tables(
     shared: &Shared,
     batch: &mut rocksdb::WriteBatch,
-    outputs: &mut [MergeOutput],
+    outputs: &mut [Merged],
     report: &mut CompactionReport,
 ) -> Result<()> {
     let db = &shared.db;
-    for (t, out) in outputs.iter_mut().enumerate() {
+    for (t, Merged { out, filed }) in outputs.iter_mut().enumerate() {
         let family = db.table(t)?;
-        for &key in &out.removed {
-            batch.delete_cf(family, keys::fingerprint(key));
-        }
-        let added = std::mem::take(&mut out.added);
-        for (key, bytes) in added.iter() {
-            batch.put_cf(family, keys::fingerprint(key), bytes);
+        report.blocks_replaced += out.removed.len();
+        if let Some(written) = *filed {
+            report.blocks_written += written;
+        } else {
+            for &key in &out.removed {
+                batch.delete_cf(family, keys::fingerprint(key));
+            }
+            let added = std::mem::take(&mut out.added);
+            for (key, bytes) in added.iter() {
+                batch.put_cf(family, keys::fingerprint(key), bytes);
+            }
+            report.blocks_written += added.len();
         }
         if let Some((id, code)) = &out.new_code {
             batch.put_cf(
@@ -134,8 +145,6 @@ pub(crate) fn write_tables(
             keys::index(t as u16),
             records::encode_index(out.state.index_entries()),
         );
-        report.blocks_replaced += out.removed.len();
-        report.blocks_written += added.len();
     }
     Ok(())
 }
@@ -143,7 +152,7 @@ pub(crate) fn write_tables(
 fn commit(
     shared: &Shared,
     old: &Arc<Vec<crate::table::TableState>>,
-    mut outputs: Vec<MergeOutput>,
+    mut outputs: Vec<Merged>,
     adds: &[u64],
     removes: &[u64],
     generation: u64,
@@ -165,7 +174,7 @@ fn commit(
         db.family(keys::PENDING_FAMILY)?,
         db.family(keys::TOMBSTONES_FAMILY)?,
     );
-    let new_table_fingerprints = outputs.first().map_or(0, |o| o.state.fingerprints());
+    let new_table_fingerprints = outputs.first().map_or(0, |m| m.out.state.fingerprints());
     if shared.generation.load(Ordering::Acquire) == generation {
         // Nothing was written while the merge ran: everything pending was
         // merged and every tombstone applied, so both families empty out.
@@ -181,11 +190,12 @@ fn commit(
             ..shared.state.read().counters()
         };
         shared.put_counters(&mut batch, &counters)?;
-        shared.write_or_poison(batch)?;
-        let mut state = shared.state.write();
-        state.tables = Arc::new(outputs.into_iter().map(|o| o.state).collect());
-        state.pending = Pending::new(plan.tables().len());
-        state.tombstones.clear();
+        let filed = files::filed(&outputs);
+        files::commit(shared, batch, &filed, |state| {
+            state.tables = files::tables(outputs);
+            state.pending = Pending::new(plan.tables().len());
+            state.tombstones.clear();
+        })?;
         return Ok(report);
     }
 
@@ -231,26 +241,26 @@ fn commit(
         }
         shared.put_counters(&mut batch, &counters)?;
     }
-    shared.write_or_poison(batch)?;
-
-    let mut state = shared.state.write();
-    debug_assert!(
-        Arc::ptr_eq(&state.tables, old),
-        "tables change only under the compaction lock"
-    );
-    state.tables = Arc::new(outputs.into_iter().map(|o| o.state).collect());
-    for (x, pending, want_pending, tombstoned, want_tomb) in fixes {
-        if pending && !want_pending {
-            state.pending.remove(plan, x);
-        } else if want_pending && !pending {
-            state.pending.insert(plan, x);
+    let filed = files::filed(&outputs);
+    files::commit(shared, batch, &filed, |state| {
+        debug_assert!(
+            Arc::ptr_eq(&state.tables, old),
+            "tables change only under the compaction lock"
+        );
+        state.tables = files::tables(outputs);
+        for (x, pending, want_pending, tombstoned, want_tomb) in fixes {
+            if pending && !want_pending {
+                state.pending.remove(plan, x);
+            } else if want_pending && !pending {
+                state.pending.insert(plan, x);
+            }
+            if tombstoned && !want_tomb {
+                state.tombstones.remove(&x);
+            } else if want_tomb && !tombstoned {
+                state.tombstones.insert(x);
+            }
         }
-        if tombstoned && !want_tomb {
-            state.tombstones.remove(&x);
-        } else if want_tomb && !tombstoned {
-            state.tombstones.insert(x);
-        }
-    }
+    })?;
     Ok(report)
 }
 

@@ -3,6 +3,7 @@
 
 mod bulk;
 mod compact;
+mod files;
 mod near;
 mod open;
 mod options;
@@ -23,7 +24,7 @@ use std::thread::JoinHandle;
 pub use compact::CompactionReport;
 pub use options::{
     Durability, Options, BUFFERED_SYNC_INTERVAL, DEFAULT_BLOCK_SIZE, DEFAULT_EXPECTED_SIZE,
-    DEFAULT_MAX_DISTANCE, DEFAULT_MIN_MERGE_THRESHOLD,
+    DEFAULT_MAX_DISTANCE, DEFAULT_MIN_MERGE_THRESHOLD, DEFAULT_TABLE_FILE_BYTES,
 };
 pub use query::Match;
 pub use stats::Stats;

@@ -98,6 +98,7 @@ pub(crate) fn open(dir: &Path, options: &Options) -> Result<Shared> {
         ));
     }
     check_compatible(&manifest, options)?;
+    super::files::finish_interrupted(&db, dir)?;
     let older = manifest.version < FORMAT_VERSION;
     let shared = load(dir, db, manifest, options)?;
     if older {

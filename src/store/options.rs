@@ -14,6 +14,10 @@ pub const DEFAULT_MIN_MERGE_THRESHOLD: usize = 65_536;
 /// exceed `max(DEFAULT_MIN_MERGE_THRESHOLD, stored / MERGE_FRACTION)`.
 pub const MERGE_FRACTION: u64 = 64;
 
+/// Bytes of new blocks for one table past which a commit writes that table
+/// as a file to ingest (see [`Options::table_file_bytes`]).
+pub const DEFAULT_TABLE_FILE_BYTES: usize = 16 << 20;
+
 /// In [`Durability::Buffered`] mode, the first commit at least this long
 /// after the last fsync of the write-ahead log is fsynced (and so is
 /// everything before it); closing the store fsyncs it too.
@@ -69,6 +73,8 @@ pub struct Options {
     pub(crate) memory_budget: Option<u64>,
     /// [`warm`](Self::warm) turned off.
     pub(crate) no_warm: bool,
+    pub(crate) table_file_bytes: Option<usize>,
+    pub(crate) stop_table_files_after: Option<usize>,
 }
 
 impl Options {
@@ -149,6 +155,35 @@ impl Options {
     /// The memory budget in effect (see [`memory_budget`](Self::memory_budget)).
     pub(crate) fn effective_memory_budget(&self) -> u64 {
         self.memory_budget.unwrap_or_else(default_memory_budget)
+    }
+
+    /// A commit that writes at least this many bytes of new blocks to one
+    /// table (a bulk insert, a large compaction) writes that table's
+    /// changes as a RocksDB table file and ingests it, instead of passing
+    /// them through the write-ahead log and a memtable that RocksDB then
+    /// flushes: one copy of the blocks written instead of three, and no
+    /// memtable as large as the table (default
+    /// [`DEFAULT_TABLE_FILE_BYTES`], 16 MiB; 0 makes every commit that
+    /// changes a table's blocks use files). The storage format's commit
+    /// protocol describes both paths.
+    pub fn table_file_bytes(mut self, bytes: usize) -> Self {
+        self.table_file_bytes = Some(bytes);
+        self
+    }
+
+    /// The table file threshold in effect (see [`table_file_bytes`](Self::table_file_bytes)).
+    pub(crate) fn effective_table_file_bytes(&self) -> usize {
+        self.table_file_bytes.unwrap_or(DEFAULT_TABLE_FILE_BYTES)
+    }
+
+    /// For tests of recovery: a commit through table files fails after
+    /// ingesting `n` of its files (leaving the store as a crash there
+    /// would; the handle refuses further writes). Not part of the stable
+    /// API.
+    #[doc(hidden)]
+    pub fn stop_table_files_after(mut self, n: usize) -> Self {
+        self.stop_table_files_after = Some(n);
+        self
     }
 
     /// Block size in bytes (creation; default 1024). For tests that need

@@ -113,6 +113,19 @@ impl Shared {
             }
             due
         };
+        self.write_poisoning(batch, sync)
+    }
+
+    /// Writes a batch fsynced whatever the store's durability (poisoning
+    /// the store on failure, as [`write_or_poison`](Self::write_or_poison)).
+    pub fn write_synced_or_poison(&self, batch: rocksdb::WriteBatch) -> Result<()> {
+        if !self.sync_writes() {
+            *self.last_sync.lock() = std::time::Instant::now();
+        }
+        self.write_poisoning(batch, true)
+    }
+
+    fn write_poisoning(&self, batch: rocksdb::WriteBatch, sync: bool) -> Result<()> {
         let result = self.db.write(batch, sync);
         if result.is_err() {
             self.poisoned.store(true, Ordering::Release);

@@ -185,8 +185,15 @@ fn fill_table(
 /// Stops early when the store is closing. The compaction lock is held
 /// throughout, so what the scans see is what the tables' indexes list
 /// (compactions wait; writes go on, into the pending set).
+///
+/// A poisoned store is not read: a commit through table files that failed
+/// part way leaves the families behind the tables in memory until the next
+/// open finishes it (see [`files`](super::files)), and the scans would
+/// take the difference for damage. Its blocks not held yet are read by the
+/// probes that need them: such a block is one the commit did not change.
 pub(crate) fn warm(shared: &Shared) -> Result<()> {
-    let stop = || shared.stopping.load(Ordering::Acquire);
+    let stop =
+        || shared.stopping.load(Ordering::Acquire) || shared.poisoned.load(Ordering::Acquire);
     let _one_at_a_time = shared.compaction.lock();
     let snapshot = Arc::clone(&shared.state.read().tables);
     // Probes may wait for the warming from here (and hold the state's read

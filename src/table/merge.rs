@@ -34,7 +34,8 @@ pub struct Added {
 }
 
 impl Added {
-    fn push(&mut self, key: u64, block: &[u8]) {
+    /// Appends a block; keys must increase.
+    pub fn push(&mut self, key: u64, block: &[u8]) {
         self.bytes.extend_from_slice(block);
         self.keys.push(key);
         self.ends.push(self.bytes.len());

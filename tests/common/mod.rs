@@ -191,7 +191,8 @@ pub fn copyright_files() -> Vec<String> {
 }
 
 /// A `simstore workload` crash-test child on `dir` (see
-/// `src/cli/workload.rs`), its stdout piped, ready to spawn.
+/// `src/cli/workload.rs`), its stdout piped, ready to spawn; with an odd
+/// `seed` its compactions commit through table files.
 pub fn workload(
     dir: &std::path::Path,
     durability: &str,
@@ -212,6 +213,10 @@ pub fn workload(
         &threads.to_string(),
     ])
     .stdout(std::process::Stdio::piped());
+    // Odd seeds commit every compaction through table files.
+    if seed % 2 == 1 {
+        c.args(["--table-file-bytes", "0"]);
+    }
     c
 }
 

@@ -1,0 +1,71 @@
+//! Table files: one table's block changes written as a RocksDB table file
+//! and ingested into its column family whole, bypassing the write-ahead
+//! log and the memtables (the commit protocol in `storage-format.md` says
+//! when and how a commit uses them).
+
+use std::path::Path;
+
+use rocksdb::{IngestExternalFileOptions, SstFileWriter};
+
+use super::{db_error, Db};
+use crate::error::Result;
+use crate::format::keys;
+
+/// One change a table file makes to its table's family.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TableFileEntry<'a> {
+    /// A block stored under its key.
+    Put(u64, &'a [u8]),
+    /// A block key deleted.
+    Delete(u64),
+}
+
+impl Db {
+    /// Writes `entries`, at least one and with strictly increasing keys,
+    /// to a new table file at `path`, built with the table families'
+    /// options; the file is fsynced when this returns.
+    pub fn write_table_file<'a>(
+        &self,
+        path: &Path,
+        entries: impl IntoIterator<Item = TableFileEntry<'a>>,
+    ) -> Result<()> {
+        let options = self.family.lock().clone();
+        let mut writer = SstFileWriter::create(&options);
+        writer
+            .open(path)
+            .map_err(db_error("creating a table file"))?;
+        for entry in entries {
+            match entry {
+                TableFileEntry::Put(key, bytes) => writer.put(keys::fingerprint(key), bytes),
+                TableFileEntry::Delete(key) => writer.delete(keys::fingerprint(key)),
+            }
+            .map_err(db_error("writing a table file"))?;
+        }
+        writer.finish().map_err(db_error("finishing a table file"))
+    }
+
+    /// Ingests the table file at `path` into table `t`'s family: its puts
+    /// and deletes take effect over everything stored before, atomically
+    /// and durably. The file is moved into the database (the name at
+    /// `path` is gone once this returns successfully).
+    pub fn ingest_table_file(&self, t: usize, path: &Path) -> Result<()> {
+        let mut options = IngestExternalFileOptions::default();
+        options.set_move_files(true);
+        self.db
+            .ingest_external_file_cf_opts(self.table(t)?, &options, vec![path])
+            .map_err(db_error("ingesting a table file"))
+    }
+
+    /// Writes the memtables of the given tables' families to table files
+    /// and waits for it (an ingestion overlapping a memtable would
+    /// otherwise flush it itself, while the store's readers wait).
+    pub fn flush_tables(&self, tables: &[usize]) -> Result<()> {
+        let families = tables
+            .iter()
+            .map(|&t| self.table(t))
+            .collect::<Result<Vec<_>>>()?;
+        self.db
+            .flush_cfs_opt(&families, &rocksdb::FlushOptions::default())
+            .map_err(db_error("flushing memtables"))
+    }
+}

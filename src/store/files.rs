@@ -1,0 +1,286 @@
+//! Commits through table files.
+//!
+//! A commit that rewrites much of a table (a bulk insert, a large
+//! compaction) writes that table's block changes as a RocksDB table file
+//! in `DIR/ingest/` while it merges, instead of putting every block into
+//! the write batch: the batch would copy them into the write-ahead log and
+//! a memtable as large as the table, which RocksDB then writes out again.
+//! The commit then writes its batch (every other change, with the table
+//! files record naming the filed tables) fsynced, ingests each file into
+//! its table's family and deletes the record. An open that finds the
+//! record finishes the ingestion first: a file still present may not be
+//! in yet (ingesting it again changes nothing), a file gone is in.
+//! `storage-format.md` (commit protocol) is the reference.
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use super::shared::Shared;
+use super::state::State;
+use crate::error::{Error, Location, Result};
+use crate::format::{keys, records};
+use crate::storage::{Db, TableFileEntry};
+use crate::table::{MergeOutput, TableState};
+
+/// The directory, inside the store's, that holds table files until they
+/// are ingested.
+pub(crate) const DIR_NAME: &str = "ingest";
+
+/// One table's merge, and whether its block changes went to a table file.
+pub(crate) struct Merged {
+    pub out: MergeOutput,
+    /// Blocks written to the table's file, when it has one: its block
+    /// changes are there, not in `out`.
+    pub filed: Option<usize>,
+}
+
+fn dir(store: &Path) -> PathBuf {
+    store.join(DIR_NAME)
+}
+
+fn path(store: &Path, t: usize) -> PathBuf {
+    dir(store).join(format!("table-{t:03}.sst"))
+}
+
+fn io(path: &Path) -> impl Fn(std::io::Error) -> Error + '_ {
+    move |source| Error::Io {
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+/// A table's block changes in key order: deletes of old keys no new block
+/// takes over, puts of the new blocks.
+fn entries(out: &MergeOutput) -> impl Iterator<Item = TableFileEntry<'_>> {
+    let mut removed = out.removed.iter().copied().peekable();
+    let mut added = out.added.iter().peekable();
+    std::iter::from_fn(move || match (removed.peek().copied(), added.peek()) {
+        (Some(r), Some(&(a, _))) if r < a => {
+            removed.next();
+            Some(TableFileEntry::Delete(r))
+        }
+        (Some(r), Some(_)) => {
+            let (a, bytes) = added.next()?;
+            if r == a {
+                removed.next();
+            }
+            Some(TableFileEntry::Put(a, bytes))
+        }
+        (Some(r), None) => {
+            removed.next();
+            Some(TableFileEntry::Delete(r))
+        }
+        (None, Some(_)) => added.next().map(|(a, bytes)| TableFileEntry::Put(a, bytes)),
+        (None, None) => None,
+    })
+}
+
+/// Files table `t`'s block changes when the new blocks reach the table
+/// file threshold (see [`Options::table_file_bytes`](super::Options::table_file_bytes)):
+/// writes them to the table's file and drops them from `out`.
+pub(crate) fn file(shared: &Shared, t: usize, mut out: MergeOutput) -> Result<Merged> {
+    let changed = !out.added.is_empty() || !out.removed.is_empty();
+    if !changed || out.added.byte_len() < shared.options.effective_table_file_bytes() {
+        return Ok(Merged { out, filed: None });
+    }
+    debug_assert!(out.removed.windows(2).all(|w| w[0] < w[1]));
+    let dir = dir(&shared.dir);
+    std::fs::create_dir_all(&dir).map_err(io(&dir))?;
+    shared
+        .db
+        .write_table_file(&path(&shared.dir, t), entries(&out))?;
+    let written = out.added.len();
+    out.added = Default::default();
+    Ok(Merged {
+        out,
+        filed: Some(written),
+    })
+}
+
+/// The tables whose block changes are in table files.
+pub(crate) fn filed(merged: &[Merged]) -> Vec<usize> {
+    (0..merged.len())
+        .filter(|&t| merged[t].filed.is_some())
+        .collect()
+}
+
+/// The merged tables, to swap in.
+pub(crate) fn tables(merged: Vec<Merged>) -> Arc<Vec<TableState>> {
+    Arc::new(merged.into_iter().map(|m| m.out.state).collect())
+}
+
+/// Removes every table file (of a commit that failed before its record was
+/// written, or of one interrupted before that).
+pub(crate) fn discard(store: &Path) -> Result<()> {
+    let dir = dir(store);
+    match std::fs::remove_dir_all(&dir) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(io(&dir)(e)),
+        _ => Ok(()),
+    }
+}
+
+/// Commits `batch`, which holds every change but the filed tables' block
+/// changes, then those; `swap` applies the commit to memory under the
+/// state write lock.
+///
+/// Without filed tables this is one write with the store's durability.
+/// With some, the batch also carries the table files record; it and the
+/// record's deletion are fsynced whatever the durability. A failure after
+/// that first write poisons the store (memory has the new state; the next
+/// open finishes the ingestion).
+pub(crate) fn commit(
+    shared: &Shared,
+    mut batch: rocksdb::WriteBatch,
+    filed: &[usize],
+    swap: impl FnOnce(&mut State),
+) -> Result<()> {
+    if filed.is_empty() {
+        shared.write_or_poison(batch)?;
+        swap(&mut shared.state.write());
+        return Ok(());
+    }
+    let prepared = (|| {
+        let dir = dir(&shared.dir);
+        std::fs::File::open(&dir)
+            .and_then(|d| d.sync_all())
+            .map_err(io(&dir))?;
+        shared.db.flush_tables(filed)
+    })();
+    if let Err(e) = prepared {
+        let _ = discard(&shared.dir);
+        return Err(e);
+    }
+    let tables: Vec<u16> = filed.iter().map(|&t| t as u16).collect();
+    batch.put_cf(
+        shared.db.default_family()?,
+        keys::TABLE_FILES,
+        records::encode_table_files(&tables),
+    );
+    shared.write_synced_or_poison(batch)?;
+
+    // Tables held in memory swap first: their rewritten blocks are held by
+    // the new state, and a block it has not read yet is one the commit did
+    // not change, stored under the same key before and after each file
+    // goes in. Tables on disk read every block through RocksDB: readers
+    // wait until all files are in.
+    let on_disk = shared.state.read().tables.iter().any(|t| !t.in_memory());
+    let done = if on_disk {
+        let mut state = shared.state.write();
+        let ingested = ingest(shared, filed);
+        swap(&mut state);
+        ingested
+    } else {
+        swap(&mut shared.state.write());
+        ingest(shared, filed)
+    };
+    match done {
+        Ok(()) => discard(&shared.dir),
+        Err(e) => {
+            shared.poisoned.store(true, Ordering::Release);
+            Err(e)
+        }
+    }
+}
+
+/// Ingests the filed tables' files, then deletes the table files record
+/// (fsynced too: the next such commit writes files under the same names,
+/// and a record that survived a power cut must not name them).
+fn ingest(shared: &Shared, filed: &[usize]) -> Result<()> {
+    let stop = shared.options.stop_table_files_after.unwrap_or(usize::MAX);
+    let stopped = |what: String| Error::Storage {
+        context: "committing through table files",
+        message: format!("stopped {what}, as the options asked"),
+    };
+    for (i, &t) in filed.iter().enumerate() {
+        if i == stop {
+            return Err(stopped(format!("after {i} files")));
+        }
+        shared.db.ingest_table_file(t, &path(&shared.dir, t))?;
+    }
+    if stop == filed.len() {
+        return Err(stopped("before deleting the table files record".into()));
+    }
+    let mut done = crate::storage::batch();
+    done.delete_cf(shared.db.default_family()?, keys::TABLE_FILES);
+    shared.write_synced_or_poison(done)
+}
+
+/// At open: finishes a commit whose table files record is present
+/// (ingests the files still there, then deletes the record) and removes
+/// table files no record names.
+pub(crate) fn finish_interrupted(db: &Db, store: &Path) -> Result<()> {
+    let default = db.default_family()?;
+    if let Some(bytes) = db.get(default, keys::TABLE_FILES)? {
+        let corrupt = |reason: String| {
+            Error::corrupt(
+                Location::Record {
+                    family: rocksdb::DEFAULT_COLUMN_FAMILY_NAME,
+                },
+                format!("table files record: {reason}"),
+            )
+        };
+        let tables = records::decode_table_files(&bytes).map_err(corrupt)?;
+        for t in tables.into_iter().map(usize::from) {
+            if t >= db.tables() {
+                return Err(corrupt(format!(
+                    "names table {t} of a store with {}",
+                    db.tables()
+                )));
+            }
+            let file = path(store, t);
+            if file.exists() {
+                db.ingest_table_file(t, &file)?;
+            }
+        }
+        let mut done = crate::storage::batch();
+        done.delete_cf(default, keys::TABLE_FILES);
+        db.write(done, true)?;
+    }
+    discard(store)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::table::Added;
+
+    fn output(removed: Vec<u64>, added: &[u64]) -> MergeOutput {
+        let mut blocks = Added::default();
+        for &k in added {
+            blocks.push(k, &k.to_be_bytes());
+        }
+        MergeOutput {
+            state: crate::table::TableState::new(0, Vec::new(), Vec::new(), Default::default()),
+            removed,
+            added: blocks,
+            new_code: None,
+        }
+    }
+
+    #[test]
+    fn entries_delete_old_keys_no_new_block_takes_over() {
+        let out = output(vec![1, 5, 9, 12], &[3, 5, 12, 20]);
+        let got: Vec<(u64, bool)> = entries(&out)
+            .map(|e| match e {
+                TableFileEntry::Put(key, _) => (key, true),
+                TableFileEntry::Delete(key) => (key, false),
+            })
+            .collect();
+        assert_eq!(
+            got,
+            [
+                (1, false),
+                (3, true),
+                (5, true),
+                (9, false),
+                (12, true),
+                (20, true)
+            ]
+        );
+        let only_removed = output(vec![4, 8], &[]);
+        assert_eq!(entries(&only_removed).count(), 2);
+        let only_added = output(vec![], &[2]);
+        assert_eq!(entries(&only_added).count(), 1);
+    }
+}
