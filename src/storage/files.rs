@@ -41,7 +41,11 @@ impl Db {
             }
             .map_err(db_error("writing a table file"))?;
         }
-        writer.finish().map_err(db_error("finishing a table file"))
+        writer
+            .finish()
+            .map_err(db_error("finishing a table file"))?;
+        read_back(path);
+        Ok(())
     }
 
     /// Ingests the table file at `path` into table `t`'s family: its puts
@@ -68,4 +72,20 @@ impl Db {
             .flush_cfs_opt(&families, &rocksdb::FlushOptions::default())
             .map_err(db_error("flushing memtables"))
     }
+}
+
+/// Reads the file at `path` back into the page cache. RocksDB's table
+/// file writer drops what it writes from the page cache as it goes;
+/// written through a memtable instead, the blocks would have stayed
+/// cached, and the next open reads them all (a 100M store's first query
+/// after a bulk load took 12.8 s instead of 8.5 s; the kernel's
+/// `POSIX_FADV_WILLNEED` brought back only a sixth of a 10M store's
+/// files). Best effort: nothing depends on it.
+fn read_back(path: &Path) {
+    use std::io::Read;
+    let Ok(mut file) = std::fs::File::open(path) else {
+        return;
+    };
+    let mut buffer = vec![0u8; 1 << 20];
+    while matches!(file.read(&mut buffer), Ok(n) if n > 0) {}
 }
