@@ -148,3 +148,63 @@ fn file_size_limit_while_adding_and_compacting() {
     assert!(child.wait().unwrap().success());
     assert!(query_present(d, &fps[acked + 1..acked + 2])[0]);
 }
+
+/// A bulk load large enough to write its tables as table files (over
+/// 16 MiB of blocks a table), under a file-size limit the files cross:
+/// the command fails with a storage error, the failing batch is not
+/// applied, and no table file is left once the store is opened again.
+#[test]
+fn file_size_limit_while_writing_table_files() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("s");
+    let d = dir.to_str().unwrap();
+    assert!(Command::new(bin())
+        .args(["create", d])
+        .output()
+        .unwrap()
+        .status
+        .success());
+    let mut rng = Rng(12);
+    let before: Vec<u64> = (0..1000).map(|_| rng.next()).collect();
+    let lines = |fps: &[u64]| -> String { fps.iter().map(|f| format!("{f:016x}\n")).collect() };
+    assert!(common::run_simstore(&["add", d], &lines(&before))
+        .status
+        .success());
+    let bulk: Vec<u64> = (0..3_200_000).map(|_| rng.next()).collect();
+    let mut child = limited(8192, &["add", d])
+        .stdin(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let input = lines(&bulk);
+    let writer = std::thread::spawn(move || {
+        let _ = stdin.write_all(input.as_bytes());
+    });
+    let out = child.wait_with_output().unwrap();
+    writer.join().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("table file"), "{stderr}");
+
+    // Batches read before the failing one stay committed: what is
+    // present is a prefix of the input.
+    assert!(query_present(d, &before).iter().all(|&p| p));
+    let present = query_present(d, &bulk);
+    let kept = present.iter().take_while(|&&p| p).count();
+    assert!(present[kept..].iter().all(|&p| !p), "not a prefix");
+    assert!(kept < bulk.len());
+    assert!(!dir.join("ingest").exists());
+    let stats = Command::new(bin()).args(["stats", d]).output().unwrap();
+    let stats = String::from_utf8(stats.stdout).unwrap();
+    assert!(
+        stats.contains(&format!("\"fingerprints\":{},", 1000 + kept)),
+        "{stats} vs {kept}"
+    );
+    assert!(Command::new(bin())
+        .args(["verify", d])
+        .output()
+        .unwrap()
+        .status
+        .success());
+}
