@@ -27,6 +27,16 @@ fn limited(kib: u64, args: &[&str]) -> Command {
     c
 }
 
+/// Whether `simstore ARGS` exits successfully.
+fn succeeds(args: &[&str]) -> bool {
+    Command::new(bin())
+        .args(args)
+        .output()
+        .unwrap()
+        .status
+        .success()
+}
+
 fn query_present(dir: &str, fps: &[u64]) -> Vec<bool> {
     let mut query = Command::new(bin());
     query.args(["query", dir, "--max-distance", "0"]);
@@ -38,12 +48,7 @@ fn file_size_limit_while_adding_and_compacting() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("s");
     let d = dir.to_str().unwrap();
-    assert!(Command::new(bin())
-        .args(["create", d])
-        .output()
-        .unwrap()
-        .status
-        .success());
+    assert!(succeeds(&["create", d]));
     let mut rng = Rng(11);
     let fps: Vec<u64> = (0..300_000).map(|_| rng.next()).collect();
 
@@ -98,12 +103,7 @@ fn file_size_limit_while_adding_and_compacting() {
         stats.contains(&format!("\"fingerprints\":{count},")),
         "{stats} vs {count}"
     );
-    assert!(Command::new(bin())
-        .args(["verify", d])
-        .output()
-        .unwrap()
-        .status
-        .success());
+    assert!(succeeds(&["verify", d]));
 
     // Compacting under a limit too small for the merge: nothing half-applied.
     let out = limited(64, &["compact", d]).output().unwrap();
@@ -119,12 +119,7 @@ fn file_size_limit_while_adding_and_compacting() {
         String::from_utf8_lossy(&out.stderr).trim()
     );
     assert_eq!(query_present(d, &fps), present);
-    assert!(Command::new(bin())
-        .args(["verify", d])
-        .output()
-        .unwrap()
-        .status
-        .success());
+    assert!(succeeds(&["verify", d]));
 
     // Without the limit the store takes writes again.
     let out = Command::new(bin()).args(["compact", d]).output().unwrap();
@@ -158,12 +153,7 @@ fn file_size_limit_while_writing_table_files() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("s");
     let d = dir.to_str().unwrap();
-    assert!(Command::new(bin())
-        .args(["create", d])
-        .output()
-        .unwrap()
-        .status
-        .success());
+    assert!(succeeds(&["create", d]));
     let mut rng = Rng(12);
     let before: Vec<u64> = (0..1000).map(|_| rng.next()).collect();
     let lines = |fps: &[u64]| -> String { fps.iter().map(|f| format!("{f:016x}\n")).collect() };
@@ -201,10 +191,5 @@ fn file_size_limit_while_writing_table_files() {
         stats.contains(&format!("\"fingerprints\":{},", 1000 + kept)),
         "{stats} vs {kept}"
     );
-    assert!(Command::new(bin())
-        .args(["verify", d])
-        .output()
-        .unwrap()
-        .status
-        .success());
+    assert!(succeeds(&["verify", d]));
 }
