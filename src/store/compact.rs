@@ -67,6 +67,10 @@ pub(crate) fn merge_all(
     adds: &[u64],
     removes: &[u64],
 ) -> Result<Vec<Merged>> {
+    // Files a failed merge or commit left behind go first. None is needed:
+    // a commit that wrote its table files record and then failed poisoned
+    // the store, and a poisoned store merges nothing (callers check).
+    files::discard(&shared.dir)?;
     let plan = &shared.plan;
     let one = |t: usize| -> Result<Merged> {
         let spec = &plan.tables()[t];
