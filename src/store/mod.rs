@@ -171,8 +171,11 @@ impl Store {
     /// default) skips the pending stage: it is merged straight into the
     /// compressed tables, with everything already pending, writing whole
     /// blocks (the bulk-load path; it holds off other writers and
-    /// compactions meanwhile, not queries). Smaller batches go through the
-    /// normal group commit.
+    /// compactions meanwhile, not queries). A table that gets at least
+    /// [`Options::table_file_bytes`] of new blocks has them written as a
+    /// RocksDB table file and ingested, not passed through the write-ahead
+    /// log and a memtable. Smaller batches go through the normal group
+    /// commit.
     ///
     /// Returns whether the batch took the bulk path.
     pub fn insert_bulk(&self, pairs: &[(u64, Option<u64>)]) -> Result<bool> {
