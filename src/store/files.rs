@@ -175,7 +175,12 @@ pub(crate) fn commit(
         ingest(shared, filed)
     };
     match done {
-        Ok(()) => discard(&shared.dir),
+        // Committed whatever the removal does: a file left is removed by
+        // the next merge or open.
+        Ok(()) => {
+            let _ = discard(&shared.dir);
+            Ok(())
+        }
         Err(e) => {
             shared.poisoned.store(true, Ordering::Release);
             Err(e)
@@ -229,7 +234,7 @@ pub(crate) fn finish_interrupted(db: &Db, store: &Path) -> Result<()> {
                 )));
             }
             let file = path(store, t);
-            if file.exists() {
+            if file.try_exists().map_err(io(&file))? {
                 db.ingest_table_file(t, &file)?;
             }
         }
