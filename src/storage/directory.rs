@@ -8,7 +8,8 @@ use std::path::{Path, PathBuf};
 use crate::error::{Error, Result};
 use crate::format::{marker, FORMAT_VERSION, OLDEST_FORMAT_VERSION};
 
-fn io(path: &Path) -> impl Fn(std::io::Error) -> Error + '_ {
+/// Maps an I/O error on `path` to [`Error::Io`].
+pub fn io(path: &Path) -> impl Fn(std::io::Error) -> Error + '_ {
     move |source| Error::Io {
         path: path.to_path_buf(),
         source,
@@ -64,9 +65,14 @@ pub fn publish(staging: &Path, dir: &Path) -> Result<()> {
         Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
         _ => PathBuf::from("."),
     };
-    fs::File::open(&parent)
+    sync_directory(&parent)
+}
+
+/// Fsyncs a directory, so the names created or removed in it are durable.
+pub fn sync_directory(dir: &Path) -> Result<()> {
+    fs::File::open(dir)
         .and_then(|d| d.sync_all())
-        .map_err(io(&parent))
+        .map_err(io(dir))
 }
 
 /// Writes the marker durably (temporary file, fsync, rename, fsync of the
@@ -79,9 +85,7 @@ pub fn write_marker(dir: &Path) -> Result<()> {
         .map_err(io(&tmp))?;
     f.sync_all().map_err(io(&tmp))?;
     fs::rename(&tmp, &path).map_err(io(&path))?;
-    fs::File::open(dir)
-        .and_then(|d| d.sync_all())
-        .map_err(io(dir))
+    sync_directory(dir)
 }
 
 /// Checks that `dir` holds a store of a supported format version.

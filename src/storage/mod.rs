@@ -12,7 +12,9 @@ use rocksdb::{
     DBRecoveryMode, ErrorKind, Options as DbOptions, WriteBatch, WriteOptions, DB,
 };
 
-pub use directory::{check_directory, publish, staging_directory, write_marker};
+pub use directory::{
+    check_directory, io, publish, staging_directory, sync_directory, write_marker,
+};
 pub use files::TableFileEntry;
 
 use crate::error::{Error, Location, Result};

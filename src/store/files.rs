@@ -20,7 +20,7 @@ use super::shared::Shared;
 use super::state::State;
 use crate::error::{Error, Location, Result};
 use crate::format::{keys, records};
-use crate::storage::{Db, TableFileEntry};
+use crate::storage::{io, sync_directory, Db, TableFileEntry};
 use crate::table::{MergeOutput, TableState};
 
 /// The directory, inside the store's, that holds table files until they
@@ -41,13 +41,6 @@ fn dir(store: &Path) -> PathBuf {
 
 fn path(store: &Path, t: usize) -> PathBuf {
     dir(store).join(format!("table-{t:03}.sst"))
-}
-
-fn io(path: &Path) -> impl Fn(std::io::Error) -> Error + '_ {
-    move |source| Error::Io {
-        path: path.to_path_buf(),
-        source,
-    }
 }
 
 /// A table's block changes in key order: deletes of old keys no new block
@@ -140,13 +133,7 @@ pub(crate) fn commit(
         swap(&mut shared.state.write());
         return Ok(());
     }
-    let prepared = (|| {
-        let dir = dir(&shared.dir);
-        std::fs::File::open(&dir)
-            .and_then(|d| d.sync_all())
-            .map_err(io(&dir))?;
-        shared.db.flush_tables(filed)
-    })();
+    let prepared = sync_directory(&dir(&shared.dir)).and_then(|()| shared.db.flush_tables(filed));
     if let Err(e) = prepared {
         let _ = discard(&shared.dir);
         return Err(e);
