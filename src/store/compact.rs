@@ -7,7 +7,6 @@
 //! made during the merge is lost or resurrected), writes one atomic batch
 //! covering every table, and swaps the new table snapshots in.
 
-use std::collections::BTreeSet;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::thread::JoinHandle;
@@ -204,13 +203,14 @@ fn commit(
     }
 
     // Reconcile fingerprints whose state changed while the merge ran.
-    let removed_set: BTreeSet<u64> = removes.iter().copied().collect();
-    let touched: BTreeSet<u64> = adds.iter().chain(removes).copied().collect();
+    let mut touched: Vec<u64> = adds.iter().chain(removes).copied().collect();
+    touched.sort_unstable();
+    touched.dedup();
     let mut fixes = Vec::new();
     {
         let state = shared.state.read();
         for &x in &touched {
-            let was_in_tables = removed_set.contains(&x);
+            let was_in_tables = removes.binary_search(&x).is_ok();
             let pending = state.pending.contains(plan, x);
             let tombstoned = state.tombstones.contains(&x);
             let live = pending || (was_in_tables && !tombstoned);
@@ -252,10 +252,15 @@ fn commit(
             "tables change only under the compaction lock"
         );
         state.tables = files::tables(outputs);
+        // In increasing order, as `touched` is.
+        let merged: Vec<u64> = fixes
+            .iter()
+            .filter(|&&(_, pending, want_pending, ..)| pending && !want_pending)
+            .map(|&(x, ..)| x)
+            .collect();
+        state.pending.remove_sorted(plan, &merged);
         for (x, pending, want_pending, tombstoned, want_tomb) in fixes {
-            if pending && !want_pending {
-                state.pending.remove(plan, x);
-            } else if want_pending && !pending {
+            if want_pending && !pending {
                 state.pending.insert(plan, x);
             }
             if tombstoned && !want_tomb {

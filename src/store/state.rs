@@ -70,6 +70,25 @@ impl Pending {
         }
     }
 
+    /// Removes fingerprints that are pending, given in increasing order:
+    /// one at a time when they are few, otherwise by rebuilding the set
+    /// from those that stay (a compaction that ran beside writers removes
+    /// most of the set at once, and building from sorted runs costs far
+    /// less than a tree removal per fingerprint per table, all under the
+    /// state lock).
+    pub fn remove_sorted(&mut self, plan: &Plan, fps: &[u64]) {
+        debug_assert!(fps.windows(2).all(|w| w[0] < w[1]));
+        if fps.len() * 2 < self.len() {
+            for &fp in fps {
+                self.remove(plan, fp);
+            }
+            return;
+        }
+        let mut keep = self.all(plan);
+        keep.retain(|x| fps.binary_search(x).is_err());
+        *self = Self::from_fingerprints(plan, &keep);
+    }
+
     /// Whether a fingerprint is pending.
     pub fn contains(&self, plan: &Plan, fp: u64) -> bool {
         match (self.per_table.first(), plan.tables().first()) {
@@ -142,5 +161,56 @@ impl State {
     pub fn fingerprints(&self) -> u64 {
         let in_tables = self.tables.first().map_or(0, TableState::fingerprints);
         in_tables.saturating_sub(self.tombstones.len() as u64) + self.pending.len() as u64
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every table's permuted set, as the plan's permutations of `fps`.
+    fn expected(plan: &Plan, fps: &[u64]) -> Vec<Vec<u64>> {
+        plan.tables()
+            .iter()
+            .map(|spec| {
+                let mut v: Vec<u64> = fps.iter().map(|&x| spec.permutation.apply(x)).collect();
+                v.sort_unstable();
+                v
+            })
+            .collect()
+    }
+
+    #[test]
+    fn removing_sorted_fingerprints_one_by_one_or_by_rebuilding_agree() {
+        let plan = Plan::new(3, 5).unwrap();
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        let mut fps: Vec<u64> = (0..1000)
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                x
+            })
+            .collect();
+        fps.sort_unstable();
+        // A few (one at a time), then most of what is left (a rebuild).
+        for removed in [
+            fps.iter().step_by(50).copied().collect::<Vec<u64>>(),
+            fps.iter().copied().filter(|v| v % 7 != 0).collect(),
+        ] {
+            let mut pending = Pending::from_fingerprints(&plan, &fps);
+            pending.remove_sorted(&plan, &removed);
+            let kept: Vec<u64> = fps
+                .iter()
+                .copied()
+                .filter(|v| removed.binary_search(v).is_err())
+                .collect();
+            assert_eq!(pending.len(), kept.len());
+            assert_eq!(pending.all(&plan), kept);
+            for (t, want) in expected(&plan, &kept).iter().enumerate() {
+                let got: Vec<u64> = pending.range(t, 0, u64::MAX).collect();
+                assert_eq!(&got, want, "table {t}");
+            }
+        }
     }
 }
