@@ -159,14 +159,18 @@ def main():
     # through a benchmark-only binary built from benches/mih.
     mih = os.path.join(os.path.dirname(os.path.abspath(__file__)), "mih")
     if not a.without_mih:
-        subprocess.run(["cargo", "build", "--release", "--quiet"], cwd=mih, check=True)
+        # Its own target directory, whatever CARGO_TARGET_DIR says, so the
+        # binary is where this script looks for it.
+        mih_target = os.path.join(mih, "target")
+        subprocess.run(["cargo", "build", "--release", "--quiet", "--target-dir", mih_target],
+                       cwd=mih, check=True)
         with tempfile.TemporaryDirectory() as tmp:
             sp, qp = os.path.join(tmp, "stored"), os.path.join(tmp, "queries")
             with open(sp, "wb") as f:
                 f.write(hex_lines(stored))
             with open(qp, "wb") as f:
                 f.write(qlines)
-            out, _ = run([os.path.join(mih, "target", "release", "simstore-peer-mih"), sp, qp, str(k)])
+            out, _ = run([os.path.join(mih_target, "release", "simstore-peer-mih"), sp, qp, str(k)])
         lines = out.decode().splitlines()
         if [int(c) for c in lines[1:]] != counts:
             sys.exit("mih-rs: match counts differ from simstore's")
