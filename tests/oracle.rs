@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::{check_store, clustered, queries, random, Model, Rng};
+use common::{check_store, clustered, queries, random, shape, Model, Rng};
 use simstore::{Op, Options, Store};
 
 fn scenario(data: &[u64], options: Options, seed: u64) {
@@ -296,5 +296,77 @@ fn bulk_inserts_merge_with_pending_and_tombstones() {
         store.compact().unwrap();
         check_store(&store, &model, &qs);
         assert!(store.verify().unwrap().ok());
+    }
+}
+
+/// Batches large enough to be spread over threads (4,096 queries or more
+/// a chunk), on 1 to 3 threads, against the model: sorted passes split by
+/// queries (tables in memory) or by tables (on disk), and, with blocks so
+/// small that a chunk has fewer than two queries a block, query-by-query
+/// shares; over blocks, pending fingerprints, tombstones and ids.
+#[test]
+fn large_batches_on_several_threads_match_the_oracle() {
+    let mut rng = Rng(41);
+    for (data, block_size, budget) in [
+        (random(12_000, &mut rng), 1024, None),
+        (clustered(12_000, &mut rng), 1024, None),
+        (random(12_000, &mut rng), 1024, Some(0)),
+        (clustered(30_000, &mut rng), 40, None),
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        let mut options = Options::new()
+            .block_size(block_size)
+            .manual_compaction(true);
+        if let Some(budget) = budget {
+            options = options.memory_budget(budget);
+        }
+        let mut model = Model::default();
+        let (bulk, pending) = data.split_at(data.len() * 3 / 4);
+        let pairs: Vec<(u64, u64)> = bulk
+            .iter()
+            .enumerate()
+            .map(|(i, &fp)| (fp, i as u64))
+            .collect();
+        for &(fp, id) in &pairs {
+            model.insert(fp, Some(id));
+        }
+        let path = dir.path().join("s");
+        let store = Store::create(&path, &options).unwrap();
+        store.insert_batch(&pairs).unwrap();
+        store.compact().unwrap();
+        drop(store);
+        let store = Store::open(&path, &options).unwrap();
+        store.wait_warm();
+        for &fp in bulk.iter().step_by(9) {
+            model.delete_fingerprint(fp);
+            store.delete_fingerprint(fp).unwrap();
+        }
+        for &fp in pending {
+            model.insert(fp, None);
+            store.insert_fingerprint(fp).unwrap();
+        }
+        let stats = store.stats();
+        assert_eq!(stats.tables_in_memory, budget.is_none());
+        let qs = queries(&data, 5_000, &mut rng);
+        // Sorted passes when a chunk has two queries a block or more.
+        let per_table = stats.blocks / stats.tables as u64;
+        let by_query = (qs.len() as u64) < 2 * per_table;
+        assert_eq!(block_size == 40, by_query, "{per_table} blocks a table");
+        for k in [1, 3] {
+            let expect: Vec<_> = qs.iter().map(|&q| model.query(q, k)).collect();
+            for threads in 1..=3 {
+                store.set_batch_threads(threads);
+                let got = store.query_batch(&qs, k).unwrap();
+                assert_eq!(got.len(), qs.len());
+                for (i, m) in got.iter().enumerate() {
+                    assert_eq!(
+                        shape(m),
+                        expect[i],
+                        "query {:016x} k={k} threads {threads}",
+                        qs[i]
+                    );
+                }
+            }
+        }
     }
 }

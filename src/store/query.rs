@@ -352,9 +352,11 @@ pub(crate) fn query_many(
 
 /// Answers many queries, visiting each table's blocks in order once per
 /// chunk of queries; results come back in input order. Large chunks are
-/// spread over up to `batch_threads` threads, each taking whole tables
-/// (so every block is still decoded once per chunk), then each thread
-/// finishing a share of the queries.
+/// spread over up to `batch_threads` threads: with every table held in
+/// memory each thread takes a share of the queries through every table;
+/// with tables on disk each takes whole tables (so every block is still
+/// read and decoded once per chunk), then each finishes a share of the
+/// queries.
 pub(crate) fn query_batch(shared: &Shared, fps: &[u64], k: u32) -> Result<Vec<Vec<Match>>> {
     let probe = check_distance(shared, k)?;
     let mut results = Vec::with_capacity(fps.len());
@@ -372,25 +374,19 @@ pub(crate) fn query_batch(shared: &Shared, fps: &[u64], k: u32) -> Result<Vec<Ve
         // each block is then decoded once for many queries. A smaller
         // chunk would decode whole blocks for a query or two each, so its
         // queries are answered one by one.
-        let blocks = {
+        let (blocks, in_memory) = {
             let state = shared.state.read();
-            probe.first().map_or(0, |&t| state.tables[t].keys().len())
+            (
+                probe.first().map_or(0, |&t| state.tables[t].keys().len()),
+                probe.iter().all(|&t| state.tables[t].in_memory()),
+            )
         };
         if chunk.len() < SORTED_MIN_PER_BLOCK * blocks {
             results.extend(query_each(shared, probe, chunk, k, threads)?);
             continue;
         }
-        if threads == 1 {
-            let (found, has_ids) = {
-                let state = shared.state.read();
-                (
-                    probe_tables_dispatch(shared, &state, probe, chunk, k)?,
-                    state.ids > 0,
-                )
-            };
-            for f in found {
-                results.push(finish(shared, f, has_ids)?);
-            }
+        if threads == 1 || in_memory {
+            results.extend(sorted_by_queries(shared, probe, chunk, k, threads)?);
             continue;
         }
         let (mut found, has_ids): (Vec<Vec<(u64, u32)>>, bool) = {
@@ -434,6 +430,33 @@ pub(crate) fn query_batch(shared: &Shared, fps: &[u64], k: u32) -> Result<Vec<Ve
     Ok(results)
 }
 
+/// Answers `chunk` by sorted passes over every table, its queries split
+/// into `threads` shares, each answered by one thread from start to
+/// finish. For tables held in memory, where a pass decodes nothing, this
+/// leaves no serial step between the threads (splitting the tables
+/// instead merges every query's candidates on one thread).
+fn sorted_by_queries(
+    shared: &Shared,
+    probe: &[usize],
+    chunk: &[u64],
+    k: u32,
+    threads: usize,
+) -> Result<Vec<Vec<Match>>> {
+    in_shares(chunk, threads, |part| {
+        let (found, has_ids) = {
+            let state = shared.state.read();
+            (
+                probe_tables_dispatch(shared, &state, probe, part, k)?,
+                state.ids > 0,
+            )
+        };
+        found
+            .into_iter()
+            .map(|f| finish(shared, f, has_ids))
+            .collect()
+    })
+}
+
 /// Queries per block of a table below which a batch chunk is answered
 /// query by query rather than by one sorted pass over the tables.
 const SORTED_MIN_PER_BLOCK: usize = 2;
@@ -447,7 +470,7 @@ fn query_each(
     k: u32,
     threads: usize,
 ) -> Result<Vec<Vec<Match>>> {
-    let answer = |part: &[u64]| -> Result<Vec<Vec<Match>>> {
+    in_shares(chunk, threads, |part| {
         let (found, has_ids) = {
             let state = shared.state.read();
             let mut found = Vec::with_capacity(part.len());
@@ -460,11 +483,22 @@ fn query_each(
             .into_iter()
             .map(|f| finish(shared, f, has_ids))
             .collect()
-    };
+    })
+}
+
+/// `answer` applied to `threads` consecutive shares of `chunk`, one
+/// scoped thread each (on the calling thread when one), concatenated in
+/// order.
+fn in_shares(
+    chunk: &[u64],
+    threads: usize,
+    answer: impl Fn(&[u64]) -> Result<Vec<Vec<Match>>> + Sync,
+) -> Result<Vec<Vec<Match>>> {
     if threads <= 1 {
         return answer(chunk);
     }
     let per = chunk.len().div_ceil(threads).max(1);
+    let answer = &answer;
     let parts = std::thread::scope(|scope| {
         let handles: Vec<_> = chunk
             .chunks(per)
