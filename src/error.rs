@@ -129,7 +129,11 @@ pub enum Error {
         message: String,
     },
     /// An earlier write failed and may or may not have reached the disk;
-    /// the store refuses writes until it is reopened (queries still work).
+    /// the store refuses writes until it is reopened. Queries still work,
+    /// except on tables kept on disk (beyond the memory budget) after a
+    /// commit through table files failed before all of them went in:
+    /// those are refused with this error too, since their stored blocks
+    /// lag the commit (the next open finishes it).
     Poisoned,
 }
 

@@ -152,16 +152,22 @@ pub(crate) fn commit(
     // goes in. Tables on disk read every block through RocksDB: readers
     // wait until all files are in.
     let on_disk = shared.state.read().tables.iter().any(|t| !t.in_memory());
-    let done = if on_disk {
+    let ingested = if on_disk {
         let mut state = shared.state.write();
         let ingested = ingest(shared, filed);
+        if ingested.is_err() {
+            // Some families lack the blocks of the state swapped in (or
+            // hold older ones under their keys): reads of tables on disk
+            // are refused from now on, under this lock.
+            shared.tables_lag.store(true, Ordering::Release);
+        }
         swap(&mut state);
         ingested
     } else {
         swap(&mut shared.state.write());
         ingest(shared, filed)
     };
-    match done {
+    match ingested.and_then(|()| forget(shared, filed.len())) {
         // Committed whatever the removal does: a file left is removed by
         // the next merge or open.
         Ok(()) => {
@@ -175,27 +181,36 @@ pub(crate) fn commit(
     }
 }
 
-/// Ingests the filed tables' files, then deletes the table files record
-/// (fsynced too: the next such commit writes files under the same names,
-/// and a record that survived a power cut must not name them).
+/// Ingests the filed tables' files.
 fn ingest(shared: &Shared, filed: &[usize]) -> Result<()> {
-    let stop = shared.options.stop_table_files_after.unwrap_or(usize::MAX);
-    let stopped = |what: String| Error::Storage {
-        context: "committing through table files",
-        message: format!("stopped {what}, as the options asked"),
-    };
     for (i, &t) in filed.iter().enumerate() {
-        if i == stop {
+        if shared.options.stop_table_files_after == Some(i) {
             return Err(stopped(format!("after {i} files")));
         }
         shared.db.ingest_table_file(t, &path(&shared.dir, t))?;
     }
-    if stop == filed.len() {
+    Ok(())
+}
+
+/// Deletes the table files record once its `files` are in (fsynced too:
+/// the next such commit writes files under the same names, and a record
+/// that survived a power cut must not name them).
+fn forget(shared: &Shared, files: usize) -> Result<()> {
+    if shared.options.stop_table_files_after == Some(files) {
         return Err(stopped("before deleting the table files record".into()));
     }
     let mut done = crate::storage::batch();
     done.delete_cf(shared.db.default_family()?, keys::TABLE_FILES);
     shared.write_synced_or_poison(done)
+}
+
+/// The error of a commit stopped where `Options::stop_table_files_after`
+/// asked (for recovery tests).
+fn stopped(what: String) -> Error {
+    Error::Storage {
+        context: "committing through table files",
+        message: format!("stopped {what}, as the options asked"),
+    }
 }
 
 /// At open: finishes a commit whose table files record is present

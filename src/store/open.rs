@@ -356,6 +356,7 @@ fn load(dir: &Path, db: Db, manifest: Manifest, options: &Options) -> Result<Sha
         compaction_error: Mutex::new(None),
         wake: (Mutex::new(false), Condvar::new()),
         poisoned: AtomicBool::new(false),
+        tables_lag: AtomicBool::new(false),
         stopping: AtomicBool::new(false),
         gate,
         generation: AtomicU64::new(0),

@@ -333,7 +333,7 @@ pub(crate) fn query_many(
     let mut results = Vec::with_capacity(fps.len());
     for group in fps.chunks(if first { FIRST_GROUP } else { GROUP }) {
         let (found, has_ids) = {
-            let state = shared.state.read();
+            let state = shared.readable_state()?;
             (
                 collect(shared, &state, probe, group, k, first)?,
                 state.ids > 0,
@@ -390,7 +390,7 @@ pub(crate) fn query_batch(shared: &Shared, fps: &[u64], k: u32) -> Result<Vec<Ve
             continue;
         }
         let (mut found, has_ids): (Vec<Vec<(u64, u32)>>, bool) = {
-            let state = shared.state.read();
+            let state = shared.readable_state()?;
             let shares: Vec<&[usize]> = probe.chunks(probe.len().div_ceil(threads)).collect();
             let mut parts = std::thread::scope(|scope| {
                 let handles: Vec<_> = shares
@@ -444,7 +444,7 @@ fn sorted_by_queries(
 ) -> Result<Vec<Vec<Match>>> {
     in_shares(chunk, threads, |part| {
         let (found, has_ids) = {
-            let state = shared.state.read();
+            let state = shared.readable_state()?;
             (
                 probe_tables_dispatch(shared, &state, probe, part, k)?,
                 state.ids > 0,
@@ -472,7 +472,7 @@ fn query_each(
 ) -> Result<Vec<Vec<Match>>> {
     in_shares(chunk, threads, |part| {
         let (found, has_ids) = {
-            let state = shared.state.read();
+            let state = shared.readable_state()?;
             let mut found = Vec::with_capacity(part.len());
             for group in part.chunks(GROUP) {
                 found.extend(collect(shared, &state, probe, group, k, false)?);

@@ -4,7 +4,7 @@
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
-use parking_lot::{Condvar, Mutex, RwLock};
+use parking_lot::{Condvar, Mutex, RwLock, RwLockReadGuard};
 
 use super::options::{
     Durability, Options, BUFFERED_SYNC_INTERVAL, DEFAULT_MIN_MERGE_THRESHOLD, MERGE_FRACTION,
@@ -40,6 +40,12 @@ pub(crate) struct Shared {
     /// Wakes the background compactor; `true` asks it to stop.
     pub wake: (Mutex<bool>, Condvar),
     pub poisoned: AtomicBool,
+    /// Set (under the state write lock) when a commit through table files
+    /// failed before every file went in while tables were kept on disk:
+    /// their families lag the state in memory, so reads of their blocks
+    /// are refused until the store is reopened (which finishes the
+    /// commit).
+    pub tables_lag: AtomicBool,
     /// Set when the handle is dropped: background work stops.
     pub stopping: AtomicBool,
     /// Paces probes' reads of blocks not held yet while they are read
@@ -67,6 +73,17 @@ impl Shared {
             return Err(Error::Poisoned);
         }
         Ok(())
+    }
+
+    /// The state, read-locked, for reading its tables' blocks: refused
+    /// with [`Error::Poisoned`] once the table families lag it (see
+    /// [`tables_lag`](Self::tables_lag)).
+    pub fn readable_state(&self) -> Result<RwLockReadGuard<'_, State>> {
+        let state = self.state.read();
+        if self.tables_lag.load(Ordering::Acquire) {
+            return Err(Error::Poisoned);
+        }
+        Ok(state)
     }
 
     /// Fails (and refuses further writes) when the store directory was
