@@ -277,9 +277,9 @@ pub fn query(
     // interactive caller still gets each answer as soon as it asks.
     let mut line = String::new();
     let group = if first {
-        FIRST_QUERY_GROUP
+        Store::FIRST_QUERY_GROUP
     } else {
-        QUERY_GROUP
+        Store::QUERY_GROUP
     };
     let mut waiting = Vec::with_capacity(group);
     let result = for_each_line(input, parse, |_, fp, more| {
@@ -298,16 +298,6 @@ pub fn query(
     out.flush()?;
     result
 }
-
-/// Queries of `simstore query` answered together (see
-/// [`Store::query_many`](simstore::Store::query_many)).
-const QUERY_GROUP: usize = 4;
-
-/// Queries of `simstore query --first` answered together: first-match
-/// groups probe one table at a time while enough of their queries are
-/// still unanswered (see
-/// [`Store::query_first_many`](simstore::Store::query_first_many)).
-const FIRST_QUERY_GROUP: usize = 16;
 
 /// Answers and empties `waiting`. When the group fails (a corrupt
 /// block), its queries are answered one by one, so those before the one

@@ -238,6 +238,14 @@ impl Store {
         query::query_many(&self.shared, fingerprints, k, false)
     }
 
+    /// How many queries [`query_many`](Self::query_many) answers together:
+    /// a caller gathering queries to hand over gains nothing from more.
+    pub const QUERY_GROUP: usize = query::GROUP;
+
+    /// How many queries [`query_first_many`](Self::query_first_many)
+    /// answers together (probing their tables in passes).
+    pub const FIRST_QUERY_GROUP: usize = query::FIRST_GROUP;
+
     /// [`query_first`](Self::query_first) for each of `fingerprints`, in
     /// order, a few at a time as [`query_many`](Self::query_many) answers
     /// them, their tables probed in passes: each pass only for the queries

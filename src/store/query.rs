@@ -312,12 +312,12 @@ pub(crate) fn query_first(shared: &Shared, fp: u64, k: u32) -> Result<Option<Mat
 }
 
 /// Queries [`query_many`] answers together.
-const GROUP: usize = 4;
+pub(super) const GROUP: usize = 4;
 
 /// Queries [`query_many`] answers together with `first`: enough for its
 /// passes (see [`collect_first`]) to probe one table at a time while half
 /// of them are unanswered.
-const FIRST_GROUP: usize = 16;
+pub(super) const FIRST_GROUP: usize = 16;
 
 /// [`query`] for each of `fps` (or, with `first`, [`query_first`], as a
 /// list of at most one), `GROUP` at a time under one read lock with their
