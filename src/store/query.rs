@@ -442,18 +442,8 @@ fn sorted_by_queries(
     k: u32,
     threads: usize,
 ) -> Result<Vec<Vec<Match>>> {
-    in_shares(chunk, threads, |part| {
-        let (found, has_ids) = {
-            let state = shared.readable_state()?;
-            (
-                probe_tables_dispatch(shared, &state, probe, part, k)?,
-                state.ids > 0,
-            )
-        };
-        found
-            .into_iter()
-            .map(|f| finish(shared, f, has_ids))
-            .collect()
+    in_shares(shared, chunk, threads, |state, part| {
+        probe_tables_dispatch(shared, state, probe, part, k)
     })
 }
 
@@ -461,8 +451,7 @@ fn sorted_by_queries(
 /// query by query rather than by one sorted pass over the tables.
 const SORTED_MIN_PER_BLOCK: usize = 2;
 
-/// Answers `chunk` query by query, spread over `threads` threads, each
-/// share under one read-lock acquisition.
+/// Answers `chunk` query by query, spread over `threads` threads.
 fn query_each(
     shared: &Shared,
     probe: &[usize],
@@ -470,30 +459,35 @@ fn query_each(
     k: u32,
     threads: usize,
 ) -> Result<Vec<Vec<Match>>> {
-    in_shares(chunk, threads, |part| {
+    in_shares(shared, chunk, threads, |state, part| {
+        let mut found = Vec::with_capacity(part.len());
+        for group in part.chunks(GROUP) {
+            found.extend(collect(shared, state, probe, group, k, false)?);
+        }
+        Ok(found)
+    })
+}
+
+/// Answers `threads` consecutive shares of `chunk`, one scoped thread each
+/// (on the calling thread when one), in order: `find` gives a share's
+/// candidates under one read-lock acquisition, then they are finished
+/// (sorted, ids read) outside it.
+fn in_shares(
+    shared: &Shared,
+    chunk: &[u64],
+    threads: usize,
+    find: impl Fn(&State, &[u64]) -> Result<Vec<Vec<(u64, u32)>>> + Sync,
+) -> Result<Vec<Vec<Match>>> {
+    let answer = |part: &[u64]| -> Result<Vec<Vec<Match>>> {
         let (found, has_ids) = {
             let state = shared.readable_state()?;
-            let mut found = Vec::with_capacity(part.len());
-            for group in part.chunks(GROUP) {
-                found.extend(collect(shared, &state, probe, group, k, false)?);
-            }
-            (found, state.ids > 0)
+            (find(&state, part)?, state.ids > 0)
         };
         found
             .into_iter()
             .map(|f| finish(shared, f, has_ids))
             .collect()
-    })
-}
-
-/// `answer` applied to `threads` consecutive shares of `chunk`, one
-/// scoped thread each (on the calling thread when one), concatenated in
-/// order.
-fn in_shares(
-    chunk: &[u64],
-    threads: usize,
-    answer: impl Fn(&[u64]) -> Result<Vec<Vec<Match>>> + Sync,
-) -> Result<Vec<Vec<Match>>> {
+    };
     if threads <= 1 {
         return answer(chunk);
     }
