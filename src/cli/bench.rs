@@ -78,33 +78,8 @@ fn incremental(options: &Options, out: &mut impl Write) -> Result<(), Failure> {
                     .durability(durability)
                     .manual_compaction(false),
             )?;
-            let limit = INGEST_LIMIT;
             let target = 10 * threshold;
-            let started = Instant::now();
-            let done = std::sync::atomic::AtomicUsize::new(0);
-            std::thread::scope(|scope| {
-                for t in 0..threads {
-                    let (store, done) = (&store, &done);
-                    scope.spawn(move || -> simstore::Result<()> {
-                        let mut rng = Rng(0xbe7c4 + t as u64);
-                        while started.elapsed() < limit
-                            && done.load(std::sync::atomic::Ordering::Relaxed) < target
-                        {
-                            let ops = (0..batch)
-                                .map(|_| Op::Insert {
-                                    fingerprint: rng.next(),
-                                    id: None,
-                                })
-                                .collect();
-                            store.apply(ops)?;
-                            done.fetch_add(batch, std::sync::atomic::Ordering::Relaxed);
-                        }
-                        Ok(())
-                    });
-                }
-            });
-            let n = done.into_inner();
-            let elapsed = started.elapsed();
+            let (n, elapsed) = write_random(&store, threads, batch, target, 0xbe7c4)?;
             let stats = store.stats();
             writeln!(
                 out,
@@ -112,15 +87,100 @@ fn incremental(options: &Options, out: &mut impl Write) -> Result<(), Failure> {
                  {:.0}/s with background compaction (merge threshold {threshold}; {} still pending){}",
                 rate(n, elapsed),
                 stats.pending,
-                if n < target {
-                    format!("; stopped at the {INGEST_LIMIT:?} limit")
-                } else {
-                    String::new()
-                }
+                cut_short(n, target),
             )?;
         }
     }
     Ok(())
+}
+
+/// Incremental ingest into the bench's store of N (closed at `path`),
+/// as a crawler adds to a large collection: reopened with background
+/// compaction, one-operation writers in buffered mode and batched
+/// writers in sync mode, for ten times the store's merge threshold
+/// (1/64 of N past 4.2M; capped at [`INGEST_LIMIT`]); then the time an
+/// explicit compaction takes to merge what is still pending.
+fn incremental_at_size(path: &std::path::Path, out: &mut impl Write) -> Result<(), Failure> {
+    for (durability, threads, batch, seed) in [
+        (Durability::Buffered, 64usize, 1usize, 0x6a0),
+        (Durability::Sync, 16, 16, 0x6a1),
+    ] {
+        let store = Store::open(
+            path,
+            &Options::new()
+                .durability(durability)
+                .manual_compaction(false),
+        )?;
+        store.wait_warm();
+        let before = store.stats();
+        let threshold = store.merge_threshold();
+        let target = 10 * threshold;
+        let (n, elapsed) = write_random(&store, threads, batch, target, seed)?;
+        let pending = store.stats().pending;
+        let started = Instant::now();
+        store.compact()?;
+        let compacted = started.elapsed();
+        writeln!(
+            out,
+            "ingest into the store of {}: {n} in batches of {batch} from {threads} thread(s), \
+             {durability:?}: {:.0}/s with background compaction (merge threshold {threshold}; \
+             {pending} still pending, merged by compact() in {compacted:.2?}){}",
+            before.fingerprints,
+            rate(n, elapsed),
+            cut_short(n, target),
+        )?;
+    }
+    Ok(())
+}
+
+/// Inserts random fingerprints into `store` from `threads` threads, each
+/// applying `batch` at a time, until `target` are in or
+/// [`INGEST_LIMIT`] has passed; returns how many went in and the time.
+fn write_random(
+    store: &Store,
+    threads: usize,
+    batch: usize,
+    target: usize,
+    seed: u64,
+) -> Result<(usize, Duration), Failure> {
+    let started = Instant::now();
+    let done = std::sync::atomic::AtomicUsize::new(0);
+    std::thread::scope(|scope| {
+        let writers: Vec<_> = (0..threads)
+            .map(|t| {
+                let done = &done;
+                scope.spawn(move || -> simstore::Result<()> {
+                    let mut rng = Rng(seed + t as u64);
+                    while started.elapsed() < INGEST_LIMIT
+                        && done.load(std::sync::atomic::Ordering::Relaxed) < target
+                    {
+                        let ops = (0..batch)
+                            .map(|_| Op::Insert {
+                                fingerprint: rng.next(),
+                                id: None,
+                            })
+                            .collect();
+                        store.apply(ops)?;
+                        done.fetch_add(batch, std::sync::atomic::Ordering::Relaxed);
+                    }
+                    Ok(())
+                })
+            })
+            .collect();
+        writers
+            .into_iter()
+            .try_for_each(|w| w.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
+    })?;
+    Ok((done.into_inner(), started.elapsed()))
+}
+
+/// What a run that stopped at [`INGEST_LIMIT`] before its target says.
+fn cut_short(n: usize, target: usize) -> String {
+    if n < target {
+        format!("; stopped at the {INGEST_LIMIT:?} limit")
+    } else {
+        String::new()
+    }
 }
 
 /// `size` distinct fingerprints, near-duplicate heavy: a tenth are
@@ -472,7 +532,7 @@ pub fn run(config: &Config, out: &mut impl Write) -> Result<(), Failure> {
          behind it {warmed:.2?} after the start); {recovered:.2?} with {pending} pending \
          fingerprints to recover (then {closed:.2?} to close, flushing what was replayed)",
     )?;
-    Ok(())
+    incremental_at_size(&path, out)
 }
 
 /// Runs `simstore pend` on the store at `path` until it has appended

@@ -290,6 +290,14 @@ impl Store {
         stats::stats(&self.shared)
     }
 
+    /// How many pending and tombstoned fingerprints make the background
+    /// compactor merge them into the tables: as set by
+    /// [`Options::merge_threshold`], or by default the larger of
+    /// [`DEFAULT_MIN_MERGE_THRESHOLD`] and 1/64 of the stored fingerprints.
+    pub fn merge_threshold(&self) -> usize {
+        self.shared.merge_threshold()
+    }
+
     /// Checks every block and record on disk; see [`VerifyReport`].
     pub fn verify(&self) -> Result<VerifyReport> {
         verify::verify(&self.shared)
