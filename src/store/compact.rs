@@ -53,7 +53,10 @@ pub(crate) fn compact(shared: &Shared) -> Result<CompactionReport> {
         return Ok(CompactionReport::default());
     }
     let outputs = merge_all(shared, &tables, &adds, &removes)?;
-    commit(shared, &tables, outputs, &adds, &removes, generation)
+    let report = commit(shared, &tables, outputs, &adds, &removes, generation);
+    drop(tables);
+    super::memory::release_free_memory();
+    report
 }
 
 /// Merges sorted unpermuted `adds` into and `removes` out of every table,

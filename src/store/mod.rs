@@ -4,6 +4,7 @@
 mod bulk;
 mod compact;
 mod files;
+mod memory;
 mod near;
 mod open;
 mod options;

@@ -226,24 +226,8 @@ pub(crate) fn warm(shared: &Shared) -> Result<()> {
             .collect();
         state.tables = Arc::new(settled);
     }
-    release_free_memory();
+    super::memory::release_free_memory();
     Ok(())
-}
-
-/// Returns the memory freed by the warming (the blocks read twice while
-/// it ran, the scans' buffers) to the system: the allocator would keep it.
-fn release_free_memory() {
-    #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    {
-        extern "C" {
-            fn malloc_trim(pad: usize) -> std::ffi::c_int;
-        }
-        // SAFETY: glibc's `malloc_trim` only releases free memory of the
-        // allocator's own arenas; it takes no pointers.
-        unsafe {
-            malloc_trim(0);
-        }
-    }
 }
 
 /// Starts warming the tables on a thread of its own; `None` when every
