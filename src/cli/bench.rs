@@ -65,9 +65,6 @@ const INGEST_LIMIT: Duration = Duration::from_secs(60);
 /// times the merge threshold (capped at [`INGEST_LIMIT`], which is said
 /// when it cuts a run short).
 fn incremental(options: &Options, out: &mut impl Write) -> Result<(), Failure> {
-    // The stores start empty, so the default threshold is its minimum
-    // (it grows as 1/64 of the stored count past 4.2M).
-    let threshold = simstore::store::DEFAULT_MIN_MERGE_THRESHOLD;
     for durability in [Durability::Buffered, Durability::Sync] {
         for (threads, batch) in [(1usize, 1000usize), (4, 1), (64, 1), (16, 16)] {
             let dir = tempfile::tempdir()?;
@@ -78,6 +75,8 @@ fn incremental(options: &Options, out: &mut impl Write) -> Result<(), Failure> {
                     .durability(durability)
                     .manual_compaction(false),
             )?;
+            // The store starts empty: the threshold is its minimum.
+            let threshold = store.merge_threshold();
             let target = 10 * threshold;
             let (n, elapsed) = write_random(&store, threads, batch, target, 0xbe7c4)?;
             let stats = store.stats();
@@ -134,8 +133,9 @@ fn incremental_at_size(path: &std::path::Path, out: &mut impl Write) -> Result<(
 }
 
 /// Inserts random fingerprints into `store` from `threads` threads, each
-/// applying `batch` at a time, until `target` are in or
-/// [`INGEST_LIMIT`] has passed; returns how many went in and the time.
+/// applying `batch` at a time, until `target` are in, [`INGEST_LIMIT`]
+/// has passed or a write fails (the others then stop too); returns how
+/// many went in and the time.
 fn write_random(
     store: &Store,
     threads: usize,
@@ -143,16 +143,19 @@ fn write_random(
     target: usize,
     seed: u64,
 ) -> Result<(usize, Duration), Failure> {
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::Relaxed};
     let started = Instant::now();
-    let done = std::sync::atomic::AtomicUsize::new(0);
+    let done = AtomicUsize::new(0);
+    let failed = AtomicBool::new(false);
     std::thread::scope(|scope| {
         let writers: Vec<_> = (0..threads)
             .map(|t| {
-                let done = &done;
+                let (done, failed) = (&done, &failed);
                 scope.spawn(move || -> simstore::Result<()> {
                     let mut rng = Rng(seed + t as u64);
                     while started.elapsed() < INGEST_LIMIT
-                        && done.load(std::sync::atomic::Ordering::Relaxed) < target
+                        && done.load(Relaxed) < target
+                        && !failed.load(Relaxed)
                     {
                         let ops = (0..batch)
                             .map(|_| Op::Insert {
@@ -160,8 +163,11 @@ fn write_random(
                                 id: None,
                             })
                             .collect();
-                        store.apply(ops)?;
-                        done.fetch_add(batch, std::sync::atomic::Ordering::Relaxed);
+                        if let Err(e) = store.apply(ops) {
+                            failed.store(true, Relaxed);
+                            return Err(e);
+                        }
+                        done.fetch_add(batch, Relaxed);
                     }
                     Ok(())
                 })

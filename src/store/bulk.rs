@@ -108,7 +108,7 @@ pub(crate) fn insert_bulk(shared: &Shared, pairs: &[(u64, Option<u64>)]) -> Resu
     // failed flush leaves the memtables to a later one and the log to be
     // replayed, and RocksDB fails the next write if the disk is at fault.
     let _ = shared.db.flush();
-    drop(tables);
+    drop((tables, _leader));
     super::memory::release_free_memory();
     Ok(())
 }

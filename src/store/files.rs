@@ -151,21 +151,26 @@ pub(crate) fn commit(
     // not change, stored under the same key before and after each file
     // goes in. Tables on disk read every block through RocksDB: readers
     // wait until all files are in.
+    // A failed ingestion leaves some families without the blocks of the
+    // state swapped in (or with older ones under their keys): marked
+    // under the state write lock, so no read of a table on disk sees the
+    // new state without the mark.
+    let ingest_marking_lag = || {
+        let ingested = ingest(shared, filed);
+        if ingested.is_err() {
+            shared.tables_lag.store(true, Ordering::Release);
+        }
+        ingested
+    };
     let on_disk = shared.state.read().tables.iter().any(|t| !t.in_memory());
     let ingested = if on_disk {
         let mut state = shared.state.write();
-        let ingested = ingest(shared, filed);
-        if ingested.is_err() {
-            // Some families lack the blocks of the state swapped in (or
-            // hold older ones under their keys): reads of tables on disk
-            // are refused from now on, under this lock.
-            shared.tables_lag.store(true, Ordering::Release);
-        }
+        let ingested = ingest_marking_lag();
         swap(&mut state);
         ingested
     } else {
         swap(&mut shared.state.write());
-        ingest(shared, filed)
+        ingest_marking_lag()
     };
     match ingested.and_then(|()| forget(shared, filed.len())) {
         // Committed whatever the removal does: a file left is removed by

@@ -9,8 +9,10 @@ use super::state::State;
 use crate::error::{Error, Result};
 use crate::table::ProbeStart;
 
-/// Queries of a batch answered per read-lock acquisition, so a long batch
-/// does not hold writers off.
+/// Queries of a batch answered per read-lock acquisition (per thread's
+/// share, when a chunk is spread over threads), so a long batch does not
+/// hold writers off. Each query sees one state; queries of different
+/// shares or chunks may see different ones.
 const BATCH_CHUNK: usize = 1 << 20;
 
 /// A stored fingerprint within the asked distance of a query.
@@ -365,7 +367,6 @@ pub(crate) fn query_batch(shared: &Shared, fps: &[u64], k: u32) -> Result<Vec<Ve
             shared
                 .batch_threads
                 .load(std::sync::atomic::Ordering::Relaxed)
-                .min(probe.len())
                 .max(1)
         } else {
             1
@@ -389,6 +390,8 @@ pub(crate) fn query_batch(shared: &Shared, fps: &[u64], k: u32) -> Result<Vec<Ve
             results.extend(sorted_by_queries(shared, probe, chunk, k, threads)?);
             continue;
         }
+        // Tables on disk: each thread takes whole tables.
+        let threads = threads.min(probe.len());
         let (mut found, has_ids): (Vec<Vec<(u64, u32)>>, bool) = {
             let state = shared.readable_state()?;
             let shares: Vec<&[usize]> = probe.chunks(probe.len().div_ceil(threads)).collect();
@@ -431,10 +434,11 @@ pub(crate) fn query_batch(shared: &Shared, fps: &[u64], k: u32) -> Result<Vec<Ve
 }
 
 /// Answers `chunk` by sorted passes over every table, its queries split
-/// into `threads` shares, each answered by one thread from start to
-/// finish. For tables held in memory, where a pass decodes nothing, this
-/// leaves no serial step between the threads (splitting the tables
-/// instead merges every query's candidates on one thread).
+/// into up to `threads` shares, each answered by one thread from start
+/// to finish. For tables held in memory, where a pass reads packed
+/// blocks and no stored block is decoded, this leaves no serial step
+/// between the threads (splitting the tables instead merges every
+/// query's candidates on one thread).
 fn sorted_by_queries(
     shared: &Shared,
     probe: &[usize],
@@ -468,8 +472,9 @@ fn query_each(
     })
 }
 
-/// Answers `threads` consecutive shares of `chunk`, one scoped thread each
-/// (on the calling thread when one), in order: `find` gives a share's
+/// Answers up to `threads` consecutive shares of `chunk` (as many as
+/// `chunk.chunks` makes), one scoped thread each (on the calling thread
+/// when one), in order: `find` gives a share's
 /// candidates under one read-lock acquisition, then they are finished
 /// (sorted, ids read) outside it.
 fn in_shares(
@@ -516,7 +521,8 @@ fn join_all<T>(handles: Vec<std::thread::ScopedJoinHandle<'_, Result<T>>>) -> Re
 /// hits go.
 const FOUND_AHEAD: usize = 8;
 
-/// Chunks smaller than this are answered on the calling thread.
+/// Chunks smaller than this are answered on the calling thread
+/// (`tests/oracle.rs` spreads batches over threads with 5,000 queries).
 const PARALLEL_MIN: usize = 4096;
 
 /// [`probe_tables`], compiled for the processor's bit instructions when

@@ -40,11 +40,11 @@ pub(crate) struct Shared {
     /// Wakes the background compactor; `true` asks it to stop.
     pub wake: (Mutex<bool>, Condvar),
     pub poisoned: AtomicBool,
-    /// Set (under the state write lock) when a commit through table files
-    /// failed before every file went in while tables were kept on disk:
-    /// their families lag the state in memory, so reads of their blocks
-    /// are refused until the store is reopened (which finishes the
-    /// commit).
+    /// Set when a commit through table files failed before every file
+    /// went in: the table families lag the state in memory, so reads of
+    /// tables kept on disk, and `verify`, are refused until the store is
+    /// reopened (which finishes the commit). Tables held in memory still
+    /// answer: a block they have not read is one the commit did not change.
     pub tables_lag: AtomicBool,
     /// Set when the handle is dropped: background work stops.
     pub stopping: AtomicBool,
@@ -76,14 +76,24 @@ impl Shared {
     }
 
     /// The state, read-locked, for reading its tables' blocks: refused
-    /// with [`Error::Poisoned`] once the table families lag it (see
-    /// [`tables_lag`](Self::tables_lag)).
+    /// with [`Error::Poisoned`] when it keeps tables on disk and the table
+    /// families lag it (see [`tables_lag`](Self::tables_lag)).
     pub fn readable_state(&self) -> Result<RwLockReadGuard<'_, State>> {
         let state = self.state.read();
-        if self.tables_lag.load(Ordering::Acquire) {
+        if self.tables_lag.load(Ordering::Acquire) && state.tables.iter().any(|t| !t.in_memory()) {
             return Err(Error::Poisoned);
         }
         Ok(state)
+    }
+
+    /// Fails with [`Error::Poisoned`] when the table families lag the
+    /// state (see [`tables_lag`](Self::tables_lag)): what is stored cannot
+    /// be checked against it.
+    pub fn check_families_current(&self) -> Result<()> {
+        if self.tables_lag.load(Ordering::Acquire) {
+            return Err(Error::Poisoned);
+        }
+        Ok(())
     }
 
     /// Fails (and refuses further writes) when the store directory was

@@ -58,7 +58,8 @@ pub(crate) fn verify(shared: &Shared) -> Result<VerifyReport> {
     let _no_writes = shared.commit.lock();
     let db = &shared.db;
     let plan = &shared.plan;
-    let state = shared.readable_state()?;
+    shared.check_families_current()?;
+    let state = shared.state.read();
     let mut report = VerifyReport {
         tables: plan.tables().len(),
         ..Default::default()
