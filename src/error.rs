@@ -132,8 +132,8 @@ pub enum Error {
     /// the store refuses writes until it is reopened. Queries still work,
     /// except on tables kept on disk (beyond the memory budget) after a
     /// commit through table files failed before all of them went in:
-    /// those are refused with this error too, since their stored blocks
-    /// lag the commit (the next open finishes it).
+    /// those, and `verify`, are refused with this error too, since the
+    /// stored blocks lag the commit (the next open finishes it).
     Poisoned,
 }
 
