@@ -153,8 +153,9 @@ pub(crate) fn commit(
     // wait until all files are in.
     // A failed ingestion leaves some families without the blocks of the
     // state swapped in (or with older ones under their keys): marked
-    // under the state write lock, so no read of a table on disk sees the
-    // new state without the mark.
+    // before the commit lock is released (`verify` holds it), and with
+    // tables on disk under the state write lock too, so no read of them
+    // sees the new state without the mark.
     let ingest_marking_lag = || {
         let ingested = ingest(shared, filed);
         if ingested.is_err() {
