@@ -6,12 +6,19 @@ on the same fingerprints and queries, in one run.
     cargo build --release   # and benches/mih (mih-rs) is built on first use
     python3 benches/peers.py --size 1000000 --queries 100000 [--bin PATH]
 
+Every stored row carries a document id, its row number, as a crawler's
+store would: simstore is given `FP ID` lines, and FAISS and mih-rs return
+row numbers, which are those ids. Most fingerprints have one row; a small
+share have several (2% of rows repeat an earlier fingerprint, and one
+fingerprint stands for 1,000 rows, as an empty page does in a crawl).
+
 simstore is driven through its command line exactly as a harness would:
 `create`, `add` (the bulk path), then `query` (all matches), `query --first`
 and `query --batch` as whole processes, so its figures include process
-start, opening the store and printing JSON; the time of a one-line query
-(start + open) is reported separately and subtracted for the per-query
-rates. FAISS runs in this process with one OpenMP thread, over all queries
+start, opening the store and printing JSON; the time of the same query
+command on ten queries (start, open, warming) is reported separately and
+subtracted for the per-query rates. One comparison row queries the same
+fingerprints stored without ids. FAISS runs in this process with one OpenMP thread, over all queries
 in one call (its best case). Every answer is checked against a brute-force
 scan for a sample of queries, and simstore's and FAISS's match counts must
 agree for all of them. Peers are a benchmark-only dependency: nothing here
@@ -30,8 +37,15 @@ import numpy as np
 
 
 def fingerprints(n, q, seed):
+    """`n` stored rows (row i has id i) and `q` queries."""
     rng = np.random.default_rng(seed)
     stored = rng.integers(0, 2**64, size=n, dtype=np.uint64)
+    # 2% of rows repeat an earlier row's fingerprint (a page seen again
+    # under another id), and one fingerprint has 1,000 rows.
+    repeats = rng.choice(np.arange(n // 2, n), size=n // 50, replace=False)
+    stored[repeats] = stored[rng.integers(0, n // 2, size=n // 50)]
+    if n >= 10_000:
+        stored[n - 1000:] = stored[1]
     queries = rng.integers(0, 2**64, size=q, dtype=np.uint64)
     # Half the queries lie 0..3 bits from a stored fingerprint.
     near = stored[rng.integers(0, n, size=q // 2)]
@@ -46,6 +60,11 @@ def hex_lines(values):
     return "".join(f"{int(v):016x}\n" for v in values).encode()
 
 
+def pair_lines(values):
+    """`FP ID` lines, the id being the row number."""
+    return "".join(f"{int(v):016x} {i}\n" for i, v in enumerate(values)).encode()
+
+
 def popcount64(x):
     x = x - ((x >> np.uint64(1)) & np.uint64(0x5555555555555555))
     x = (x & np.uint64(0x3333333333333333)) + ((x >> np.uint64(2)) & np.uint64(0x3333333333333333))
@@ -54,8 +73,13 @@ def popcount64(x):
 
 
 def brute(stored, q, k):
+    """The (fingerprint, ids) pairs within `k` of `q`, ids being row numbers."""
     d = popcount64(np.bitwise_xor(stored, np.uint64(q)))
-    return int(np.count_nonzero(d <= k))
+    rows = np.flatnonzero(d <= k)
+    found = {}
+    for r in rows:
+        found.setdefault(int(stored[r]), []).append(int(r))
+    return sorted((fp, sorted(ids)) for fp, ids in found.items())
 
 
 def run(cmd, data=b""):
@@ -108,25 +132,32 @@ def main():
     with tempfile.TemporaryDirectory() as tmp:
         d = os.path.join(tmp, "s")
         run([a.bin, "create", d, "--max-distance", str(k), "--expected-size", str(n)])
-        _, t_add = run([a.bin, "add", d, "--durability", "buffered"], hex_lines(stored))
+        _, t_add = run([a.bin, "add", d, "--durability", "buffered"], pair_lines(stored))
         stats = json.loads(run([a.bin, "stats", d])[0])
-        _, t_open = run([a.bin, "query", d, "--max-distance", str(k)], qlines[:17])
+        ten = b"".join(qlines.splitlines(keepends=True)[:10])
+        _, t_open = run([a.bin, "query", d, "--max-distance", str(k)], ten)
         out_all, t_all = run([a.bin, "query", d, "--max-distance", str(k)], qlines)
         _, t_first = run([a.bin, "query", d, "--max-distance", str(k), "--first"], qlines)
         out_batch, t_batch = run([a.bin, "query", d, "--max-distance", str(k), "--batch"], qlines)
         if out_all != out_batch:
             sys.exit("simstore: --batch output differs from per-query output")
-        counts = [len(json.loads(line)["matches"]) for line in out_all.decode().splitlines()]
+        answers = [json.loads(line)["matches"] for line in out_all.decode().splitlines()]
+        # Rows (pairs) per query: what FAISS and mih-rs count.
+        counts = [sum(len(m["ids"]) for m in ms) for ms in answers]
         per_table = stats["table_bytes"] / (stats["fingerprints"] * stats["tables"])
-        bound = (64 - np.log2(n) + 1.44) / 8
-        print(f"simstore: add {n / t_add:,.0f}/s (whole process); {stats['tables']} tables of "
+        bound = (64 - np.log2(stats["fingerprints"]) + 1.44) / 8
+        print(f"simstore: add {n / t_add:,.0f} lines/s (whole process, FP ID lines); "
+              f"{stats['fingerprints']} fingerprints with {stats['ids']} ids; {stats['tables']} tables of "
               f"{stats['prefix_bits']}-bit prefixes; {per_table:.3f} B/fp/table (bound {bound:.3f}); "
-              f"{stats['bytes_on_disk'] / n:.2f} B/fp on disk in all")
-        print(f"simstore: process start + open {t_open * 1000:.0f} ms")
+              f"{stats['bytes_on_disk'] / n:.2f} B/row on disk in all")
+        print(f"simstore: the same query command on 10 queries (start, open, warming) "
+              f"{t_open * 1000:.0f} ms")
         if os.path.exists("/usr/bin/time"):
             rss = peak_rss_mb([a.bin, "query", d, "--max-distance", str(k)], qlines)
-            print(f"simstore query: peak RSS {rss:,.0f} MB, {rss * 2**20 / stats['table_bytes']:.2f}x the "
-                  f"tables' {stats['table_bytes'] / 2**20:,.0f} MB")
+            ids_bytes = stats["id_bytes"]
+            stored_mb = (stats["table_bytes"] + ids_bytes) / 2**20
+            print(f"simstore query: peak RSS {rss:,.0f} MB, {rss / stored_mb:.2f}x the tables' "
+                  f"{stats['table_bytes'] / 2**20:,.0f} MB plus ids' {ids_bytes / 2**20:,.0f} MB as stored")
 
         def rate(t):
             return nq / max(t - t_open, 1e-9)
@@ -134,6 +165,18 @@ def main():
         print(f"simstore query (all):   {rate(t_all):>10,.0f} q/s   ({nq / t_all:,.0f} q/s whole process)")
         print(f"simstore query --first: {rate(t_first):>10,.0f} q/s   ({nq / t_first:,.0f} q/s whole process)")
         print(f"simstore query --batch: {rate(t_batch):>10,.0f} q/s   ({nq / t_batch:,.0f} q/s whole process)")
+        found_ids = sum(counts)
+        print(f"simstore: {sum(len(ms) for ms in answers):,} matches carrying {found_ids:,} ids")
+
+        # Comparison row: the same fingerprints stored without ids.
+        d2 = os.path.join(tmp, "no-ids")
+        run([a.bin, "create", d2, "--max-distance", str(k), "--expected-size", str(n)])
+        run([a.bin, "add", d2, "--durability", "buffered"], hex_lines(np.unique(stored)))
+        _, t_open2 = run([a.bin, "query", d2, "--max-distance", str(k)], ten)
+        _, t_all2 = run([a.bin, "query", d2, "--max-distance", str(k)], qlines)
+        rate2 = nq / max(t_all2 - t_open2, 1e-9)
+        print(f"comparison, the same fingerprints without ids: query (all) {rate2:>10,.0f} q/s; "
+              f"with ids {100 * rate(t_all) / rate2:.0f}% of it")
 
     best_peer = 0.0
     for nhash, b, nflip in [(4, 16, 0), (2, 32, 1)]:
@@ -183,10 +226,12 @@ def main():
     started = time.perf_counter()
     for i in sample:
         expect = brute(stored, queries[i], k)
-        if counts[i] != expect:
-            sys.exit(f"query {i}: simstore found {counts[i]}, brute force {expect}")
+        got = sorted((int(m["fingerprint"], 16), m["ids"]) for m in answers[i])
+        if got != expect:
+            sys.exit(f"query {i}: simstore found {got}, brute force {expect}")
     scan = len(sample) / (time.perf_counter() - started)
-    print(f"brute-force scan (numpy): {scan:,.0f} q/s; {len(sample)} simstore answers checked, all exact")
+    print(f"brute-force scan (numpy): {scan:,.0f} q/s; {len(sample)} simstore answers checked "
+          f"against it, fingerprints and ids, all exact")
 
 
 if __name__ == "__main__":

@@ -18,6 +18,12 @@ pub enum Location {
         /// The block's key.
         key: u64,
     },
+    /// The id block of table 0's block with this key (the ids of that
+    /// block's fingerprints).
+    IdBlock {
+        /// The table-0 block's key.
+        key: u64,
+    },
     /// A stored Huffman code of a table.
     Code {
         /// Table number.
@@ -47,6 +53,7 @@ impl fmt::Display for Location {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Self::Block { table, key } => write!(f, "table {table} block {key:016x}"),
+            Self::IdBlock { key } => write!(f, "id block {key:016x}"),
             Self::Code { table, code_id } => write!(f, "table {table} Huffman code {code_id}"),
             Self::Manifest => write!(f, "manifest"),
             Self::Counters => write!(f, "counters"),

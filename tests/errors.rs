@@ -120,11 +120,11 @@ fn newer_format_version_is_refused() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("s");
     drop(Store::create(&path, &Options::new()).unwrap());
-    std::fs::write(path.join("SIMSTORE"), "simstore store\nformat 3\n").unwrap();
+    std::fs::write(path.join("SIMSTORE"), "simstore store\nformat 4\n").unwrap();
     match Store::open(&path, &Options::new()) {
         Err(Error::UnsupportedVersion {
-            found: 3,
-            supported: 2,
+            found: 4,
+            supported: 3,
             ..
         }) => {}
         other => panic!("expected UnsupportedVersion, got {other:?}"),

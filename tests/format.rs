@@ -146,33 +146,30 @@ fn index_records_list_the_stored_blocks() {
     }
 }
 
-/// A store of format 1 (no index records) opens, answers as before, and
-/// is upgraded: index records listing its blocks, a version-2 manifest and
-/// marker; it then opens from its index.
+/// A store of format 1 (no index records; made from the format-2 fixture
+/// by removing them) opens, answers as before, and is upgraded through
+/// the chain: index records listing its blocks (format 2), then id blocks
+/// (format 3), with the manifest and marker of format 3; it then opens
+/// from its index.
 #[test]
 fn format_1_stores_are_upgraded_when_opened() {
     use simstore::format::manifest::Manifest;
     use simstore::{Options, Store};
+    let fixtures = std::path::Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures"));
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("s");
-    let options = Options::new().block_size(128).manual_compaction(true);
-    let store = Store::create(&path, &options).unwrap();
-    let fps: Vec<u64> = (0..5_000u64)
-        .map(|i| i.wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ (i << 7))
+    copy_tree(&fixtures.join("format-2"), &path);
+    let queries: Vec<u64> = std::fs::read_to_string(fixtures.join("format-2.queries"))
+        .unwrap()
+        .lines()
+        .map(|l| u64::from_str_radix(l, 16).unwrap())
         .collect();
-    store
-        .insert_batch(&fps.iter().map(|&f| (f, 2)).collect::<Vec<_>>())
-        .unwrap();
-    store.compact().unwrap();
-    store.insert(fps[0] ^ 0xff00, 3).unwrap();
-    let queries: Vec<u64> = fps.iter().step_by(37).map(|f| f ^ 0b1011).collect();
-    let answers: Vec<_> = queries
-        .iter()
-        .map(|&q| store.query(q, 3).unwrap())
+    let want: Vec<String> = std::fs::read_to_string(fixtures.join("format-2.answers"))
+        .unwrap()
+        .lines()
+        .map(str::to_string)
         .collect();
-    let tables = store.plan().tables().len() as u16;
-    drop(store);
-
+    let tables = 4u16;
     {
         let db = raw_db(&path);
         for t in 0..tables {
@@ -180,6 +177,7 @@ fn format_1_stores_are_upgraded_when_opened() {
         }
         let manifest = Manifest::decode(&db.get(b"manifest").unwrap().unwrap()).unwrap();
         assert_eq!(manifest.version, 2);
+        assert_eq!(manifest.plan.tables().len(), usize::from(tables));
         let old = Manifest {
             version: 1,
             ..manifest
@@ -188,28 +186,142 @@ fn format_1_stores_are_upgraded_when_opened() {
     }
     std::fs::write(path.join("SIMSTORE"), "simstore store\nformat 1\n").unwrap();
 
+    let options = Options::new();
     let store = Store::open(&path, &options).unwrap();
-    for (q, want) in queries.iter().zip(&answers) {
-        assert_eq!(&store.query(*q, 3).unwrap(), want);
-    }
+    assert_eq!(answer_lines(&store, &queries), want);
     assert!(store.verify().unwrap().ok());
     drop(store);
     assert_eq!(
         std::fs::read_to_string(path.join("SIMSTORE")).unwrap(),
-        "simstore store\nformat 2\n"
+        "simstore store\nformat 3\n"
     );
     {
         let db = raw_db(&path);
         let manifest = Manifest::decode(&db.get(b"manifest").unwrap().unwrap()).unwrap();
-        assert_eq!(manifest.version, 2);
+        assert_eq!(manifest.version, 3);
         for t in 0..tables {
             let listed = decode_index(&db.get(index_key(t)).unwrap().unwrap()).unwrap();
             assert!(listed.len() > 10);
         }
     }
     let store = Store::open(&path, &options.warm(false)).unwrap();
-    for (q, want) in queries.iter().zip(&answers) {
-        assert_eq!(&store.query(*q, 3).unwrap(), want);
-    }
+    assert_eq!(answer_lines(&store, &queries), want);
     assert!(store.verify().unwrap().ok());
+}
+
+#[test]
+fn example_id_block_matches_the_document() {
+    use simstore::format::ids::{encode_id_block, IdBlock};
+    let lists: [&[u64]; 5] = [&[42], &[43, 44], &[], &[45], &[1000]];
+    let bytes = encode_id_block(lists);
+    let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+    assert_eq!(
+        bytes,
+        golden("<!-- golden-id-block -->"),
+        "encoder output: {hex}"
+    );
+    let block = IdBlock::parse(&bytes).unwrap();
+    for (p, want) in lists.iter().enumerate() {
+        assert_eq!(&block.ids(p), want);
+    }
+}
+
+/// Copies a directory tree.
+fn copy_tree(from: &std::path::Path, to: &std::path::Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        let target = to.join(entry.file_name());
+        if entry.file_type().unwrap().is_dir() {
+            copy_tree(&entry.path(), &target);
+        } else {
+            std::fs::copy(entry.path(), target).unwrap();
+        }
+    }
+}
+
+/// `query fingerprint distance ids` lines, as the fixture's answers file
+/// has them.
+fn answer_lines(store: &simstore::Store, queries: &[u64]) -> Vec<String> {
+    let mut lines = Vec::new();
+    for &q in queries {
+        for m in store.query(q, 3).unwrap() {
+            let ids: Vec<String> = m.ids.iter().map(u64::to_string).collect();
+            lines.push(format!(
+                "{q:016x} {:016x} {} {}",
+                m.fingerprint,
+                m.distance,
+                ids.join(",")
+            ));
+        }
+    }
+    lines
+}
+
+/// A store written by the last release of format 2 (`tests/fixtures/`,
+/// made by `make-format-2.sh`: ids in its tables and pending, several ids
+/// and none, removed pairs and tombstones) is upgraded when opened: it
+/// answers every query as that release did, ids included, verifies
+/// clean, says format 3, keeps only the pending fingerprints' pairs in the
+/// `ids` family, and answers the same after a reopen and a compaction.
+#[test]
+fn format_2_stores_of_the_last_release_are_upgraded_when_opened() {
+    use simstore::format::manifest::Manifest;
+    use simstore::{Options, Store};
+    let fixtures = std::path::Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures"));
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("s");
+    copy_tree(&fixtures.join("format-2"), &path);
+    let queries: Vec<u64> = std::fs::read_to_string(fixtures.join("format-2.queries"))
+        .unwrap()
+        .lines()
+        .map(|l| u64::from_str_radix(l, 16).unwrap())
+        .collect();
+    let want: Vec<String> = std::fs::read_to_string(fixtures.join("format-2.answers"))
+        .unwrap()
+        .lines()
+        .map(str::to_string)
+        .collect();
+    assert!(
+        want.iter().any(|l| l.ends_with(' ')),
+        "a fingerprint without ids"
+    );
+    assert!(
+        want.iter().any(|l| l.contains(',')),
+        "a fingerprint with several ids"
+    );
+
+    let store = Store::open(&path, &Options::new()).unwrap();
+    assert_eq!(answer_lines(&store, &queries), want);
+    let report = store.verify().unwrap();
+    assert!(report.ok(), "{:?}", report.problems);
+    let stats = store.stats();
+    assert_eq!(
+        (stats.fingerprints, stats.ids, stats.pending),
+        (2658, 2766, 120)
+    );
+    drop(store);
+    assert_eq!(
+        std::fs::read_to_string(path.join("SIMSTORE")).unwrap(),
+        "simstore store\nformat 3\n"
+    );
+    {
+        let db = raw_db(&path);
+        let manifest = Manifest::decode(&db.get(b"manifest").unwrap().unwrap()).unwrap();
+        assert_eq!(manifest.version, 3);
+        let ids = db.cf_handle("ids").unwrap();
+        // The 120 pending fingerprints' pairs, plus the pairs written since
+        // the fixture's last merge: ids added to fingerprints in the
+        // tables, and removed ones.
+        let left = db.iterator_cf(ids, rocksdb::IteratorMode::Start).count();
+        assert!((120..=140).contains(&left), "{left} pairs left in ids");
+        let blocks = db.cf_handle("id-blocks").unwrap();
+        assert!(db.iterator_cf(blocks, rocksdb::IteratorMode::Start).count() > 100);
+    }
+    let store = Store::open(&path, &Options::new().warm(false)).unwrap();
+    assert_eq!(answer_lines(&store, &queries), want);
+    store.compact().unwrap();
+    assert_eq!(answer_lines(&store, &queries), want);
+    assert!(store.verify().unwrap().ok());
+    assert_eq!(store.stats().ids, 2766);
 }

@@ -153,14 +153,20 @@ fn write_random(
                 let (done, failed) = (&done, &failed);
                 scope.spawn(move || -> simstore::Result<()> {
                     let mut rng = Rng(seed + t as u64);
+                    // Each writer's ids count up from its own base, as a
+                    // crawler numbers its documents.
+                    let mut id = (t as u64) << 40;
                     while started.elapsed() < INGEST_LIMIT
                         && done.load(Relaxed) < target
                         && !failed.load(Relaxed)
                     {
                         let ops = (0..batch)
-                            .map(|_| Op::Insert {
-                                fingerprint: rng.next(),
-                                id: None,
+                            .map(|_| {
+                                id += 1;
+                                Op::Insert {
+                                    fingerprint: rng.next(),
+                                    id: Some(id),
+                                }
                             })
                             .collect();
                         if let Err(e) = store.apply(ops) {
@@ -187,6 +193,22 @@ fn cut_short(n: usize, target: usize) -> String {
     } else {
         String::new()
     }
+}
+
+/// The pairs the bench stores: every fingerprint with its index as id
+/// (ids in insertion order, as a crawler numbers pages), and every
+/// hundredth with a second id (a page seen again under another id).
+pub(crate) fn with_ids(fps: &[u64]) -> Vec<(u64, Option<u64>)> {
+    let n = fps.len() as u64;
+    let mut pairs: Vec<(u64, Option<u64>)> = Vec::with_capacity(fps.len() + fps.len() / 100 + 1);
+    pairs.extend(fps.iter().zip(0..).map(|(&f, i)| (f, Some(i))));
+    pairs.extend(
+        fps.iter()
+            .zip(0..)
+            .step_by(100)
+            .map(|(&f, i)| (f, Some(n + i))),
+    );
+    pairs
 }
 
 /// `size` distinct fingerprints, near-duplicate heavy: a tenth are
@@ -247,6 +269,48 @@ pub struct Config {
     /// noisy machine slows some rounds, never speeds one up).
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
     pub rounds: u32,
+    /// Leave out the comparison row: all matches on the same fingerprints
+    /// stored without ids.
+    #[arg(long)]
+    pub without_ids_row: bool,
+}
+
+/// The comparison row: the same fingerprints stored without ids, queried
+/// for all matches (fastest of `rounds`), against `with_ids`, the rate
+/// with them.
+fn without_ids(
+    options: &Options,
+    fps: &[u64],
+    qs: &[u64],
+    k: u32,
+    rounds: u32,
+    with_ids: f64,
+    out: &mut impl Write,
+) -> Result<(), Failure> {
+    let dir = tempfile::tempdir()?;
+    let store = Store::create(dir.path().join("s"), options)?;
+    let pairs: Vec<(u64, Option<u64>)> = fps.iter().map(|&f| (f, None)).collect();
+    store.insert_bulk(&pairs)?;
+    drop(pairs);
+    for &q in qs {
+        store.query(q, k)?;
+    }
+    let mut best = Duration::MAX;
+    for _ in 0..rounds {
+        let started = Instant::now();
+        for &q in qs {
+            store.query(q, k)?;
+        }
+        best = best.min(started.elapsed());
+    }
+    let without = rate(qs.len(), best);
+    writeln!(
+        out,
+        "comparison, the same fingerprints without ids: all matches {without:.0} queries/s \
+         (with ids {:.0}% of it)",
+        100.0 * with_ids / without
+    )?;
+    Ok(())
 }
 
 /// Runs the benchmark and prints one line per figure.
@@ -260,6 +324,7 @@ pub fn run(config: &Config, out: &mut impl Write) -> Result<(), Failure> {
         clustered,
         without_uncompressed,
         rounds,
+        without_ids_row,
     } = config;
     let dir = tempfile::tempdir()?;
     let mut rng = Rng(42);
@@ -294,15 +359,18 @@ pub fn run(config: &Config, out: &mut impl Write) -> Result<(), Failure> {
     )?;
 
     let started = Instant::now();
-    let pairs: Vec<(u64, Option<u64>)> = fps.iter().map(|&f| (f, None)).collect();
+    let pairs = with_ids(&fps);
     store.insert_bulk(&pairs)?;
-    drop(pairs);
     let loaded = started.elapsed();
     writeln!(
         out,
-        "ingest: bulk load into the empty store {:.0}/s ({loaded:.2?}, buffered)",
-        rate(size, loaded),
+        "ingest: bulk load into the empty store {:.0} pairs/s ({} fingerprints with {} ids in \
+         {loaded:.2?}, buffered)",
+        rate(pairs.len(), loaded),
+        size,
+        pairs.len(),
     )?;
+    drop(pairs);
     if !queries_only {
         incremental(&options, out)?;
     }
@@ -355,13 +423,17 @@ pub fn run(config: &Config, out: &mut impl Write) -> Result<(), Failure> {
     store.set_batch_threads(1);
     let (mut all, mut first, mut batch) = (Duration::MAX, Duration::MAX, Duration::MAX);
     let (mut hits, mut first_hits, mut batch_hits) = (0usize, 0usize, 0usize);
+    let mut ids_found = 0usize;
     let (mut grouped, mut grouped_first) = (Duration::MAX, Duration::MAX);
     let (mut grouped_hits, mut grouped_first_hits) = (0usize, 0usize);
     for _ in 0..rounds {
         let started = Instant::now();
         hits = 0;
+        ids_found = 0;
         for &q in &qs {
-            hits += store.query(q, k)?.len();
+            let found = store.query(q, k)?;
+            hits += found.len();
+            ids_found += found.iter().map(|m| m.ids.len()).sum::<usize>();
         }
         all = all.min(started.elapsed());
         let started = Instant::now();
@@ -454,7 +526,7 @@ pub fn run(config: &Config, out: &mut impl Write) -> Result<(), Failure> {
              uncompressed {base_hits:?}"
         ))));
     }
-    writeln!(out, "matches: {hits} over {queries} queries (first-match found {first_hits}; scan sample {scan_hits})")?;
+    writeln!(out, "matches: {hits} fingerprints with {ids_found} ids over {queries} queries (first-match found {first_hits}; scan sample {scan_hits})")?;
     let line = |name: &str, r: f64| match uncompressed {
         Some(u) => format!(
             "{name}: {r:.0} queries/s ({:.2}x uncompressed, {:.1}x scan)",
@@ -504,6 +576,11 @@ pub fn run(config: &Config, out: &mut impl Write) -> Result<(), Failure> {
         "baseline brute-force scan: {scan_rate:.0} queries/s ({scan_n} queries)"
     )?;
 
+    let path = dir.path().join("s");
+    drop(store);
+    if !without_ids_row {
+        without_ids(&options, &fps, &qs, k, rounds, rate(queries, all), out)?;
+    }
     if queries_only {
         return Ok(());
     }
@@ -512,8 +589,6 @@ pub fn run(config: &Config, out: &mut impl Write) -> Result<(), Failure> {
     // million pending fingerprints only in RocksDB's write-ahead log and
     // memtables, which is what a kill -9 leaves: the open replays the log
     // and rebuilds the pending sets.
-    let path = dir.path().join("s");
-    drop(store);
     let started = Instant::now();
     let store = Store::open(&path, &Options::new().manual_compaction(true))?;
     let clean = started.elapsed();

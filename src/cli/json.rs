@@ -63,7 +63,7 @@ pub fn stats(s: &Stats) -> String {
             "{{\"fingerprints\":{},\"ids\":{},\"tables\":{},\"max_distance\":{},\"blocks\":{},",
             "\"pending\":{},\"tombstones\":{},\"bytes_on_disk\":{},\"table_bytes\":{},",
             "\"prefix_bits\":{},\"plan_blocks\":{},\"expected_size\":{},\"compaction_error\":{},",
-            "\"tables_in_memory\":{}}}"
+            "\"tables_in_memory\":{},\"id_bytes\":{}}}"
         ),
         s.fingerprints,
         s.ids,
@@ -81,6 +81,7 @@ pub fn stats(s: &Stats) -> String {
             .as_deref()
             .map_or("null".to_string(), string),
         s.tables_in_memory,
+        s.id_bytes,
     )
 }
 

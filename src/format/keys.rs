@@ -68,8 +68,26 @@ pub fn table_family(n: usize) -> String {
 
 /// Column family of stored Huffman codes.
 pub const CODES_FAMILY: &str = "codes";
-/// Column family of (fingerprint, id) pairs.
+/// Column family of (fingerprint, id) pairs not in the id blocks: pairs
+/// added outside them (empty value) and pairs of an id block removed
+/// ([`ID_REMOVED`]).
 pub const IDS_FAMILY: &str = "ids";
+/// Column family of id blocks, keyed like the table-0 blocks they belong
+/// to.
+pub const ID_BLOCKS_FAMILY: &str = "id-blocks";
+
+/// Value of an `ids` key naming a pair of an id block that was removed.
+pub const ID_REMOVED: &[u8] = &[0];
+
+/// Decodes the value of an `ids` key: `true` for a pair added outside
+/// the id blocks, `false` for one of an id block removed.
+pub fn parse_id_mark(value: &[u8]) -> Option<bool> {
+    match value {
+        [] => Some(true),
+        [0] => Some(false),
+        _ => None,
+    }
+}
 /// Column family of fingerprints not yet merged into the tables.
 pub const PENDING_FAMILY: &str = "pending";
 /// Column family of fingerprints deleted from the tables but not yet

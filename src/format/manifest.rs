@@ -168,8 +168,8 @@ mod tests {
             assert!(Manifest::decode(&bad).is_err(), "flip at {i}");
         }
         let mut newer = bytes.clone();
-        newer[9] = 3;
-        assert_eq!(Manifest::decode(&newer), Err(ManifestError::Version(3)));
+        newer[9] = 4;
+        assert_eq!(Manifest::decode(&newer), Err(ManifestError::Version(4)));
         let older = Manifest { version: 1, ..m };
         assert_eq!(Manifest::decode(&older.encode()).unwrap(), older);
     }

@@ -2,6 +2,7 @@
 //! manifest, stored Huffman codes, counters and the directory marker.
 //! Pure encoding and decoding; storage-format.md is the normative text.
 
+pub mod ids;
 pub mod keys;
 pub mod manifest;
 pub mod marker;
@@ -9,7 +10,7 @@ pub mod records;
 
 /// The store format version this build writes (marker file and
 /// manifest).
-pub const FORMAT_VERSION: u16 = 2;
+pub const FORMAT_VERSION: u16 = 3;
 
 /// The oldest store format version this build opens (and upgrades to
 /// [`FORMAT_VERSION`]).

@@ -29,11 +29,12 @@ const BLOCK_CACHE_BYTES: usize = 32 << 20;
 const MAX_WAL_BYTES: u64 = 256 << 20;
 
 /// The fixed, non-table column families, in creation order after `default`.
-pub const FIXED_FAMILIES: [&str; 4] = [
+pub const FIXED_FAMILIES: [&str; 5] = [
     keys::CODES_FAMILY,
     keys::IDS_FAMILY,
     keys::PENDING_FAMILY,
     keys::TOMBSTONES_FAMILY,
+    keys::ID_BLOCKS_FAMILY,
 ];
 
 /// An open database.
@@ -73,6 +74,32 @@ impl crate::table::BlockSource for TableBlocks {
             .map_err(db_error("reading a block"))?
             .ok_or_else(|| missing("the block is missing from the database"))?;
         Ok(std::sync::Arc::from(&bytes[..]))
+    }
+}
+
+/// Reads id blocks straight from the database (through RocksDB's block
+/// cache when `fill_cache`: for a store whose tables are kept on disk).
+#[derive(Debug)]
+pub struct IdBlocks {
+    db: std::sync::Arc<DB>,
+    fill_cache: bool,
+}
+
+impl crate::store::IdSource for IdBlocks {
+    fn fetch(&self, key: u64) -> Result<Option<std::sync::Arc<[u8]>>> {
+        let family = self.db.cf_handle(keys::ID_BLOCKS_FAMILY).ok_or_else(|| {
+            Error::corrupt(
+                Location::Database,
+                format!("column family {} is missing", keys::ID_BLOCKS_FAMILY),
+            )
+        })?;
+        let mut read = rocksdb::ReadOptions::default();
+        read.fill_cache(self.fill_cache);
+        Ok(self
+            .db
+            .get_pinned_cf_opt(family, keys::fingerprint(key), &read)
+            .map_err(db_error("reading an id block"))?
+            .map(|bytes| std::sync::Arc::from(&bytes[..])))
     }
 }
 
@@ -183,7 +210,12 @@ impl Db {
         let (db_opts, family, cache) = options(false)?;
         let names = DB::list_cf(&db_opts, &path).map_err(|e| open_error(dir, e))?;
         let tables = names.iter().filter(|n| n.starts_with("table-")).count();
-        let expected = family_names(tables);
+        let mut expected = family_names(tables);
+        // Stores of format 2 and older have no id blocks family until
+        // they are upgraded (see `add_id_blocks_family`).
+        if !names.iter().any(|n| n == keys::ID_BLOCKS_FAMILY) {
+            expected.retain(|n| n != keys::ID_BLOCKS_FAMILY);
+        }
         let mut sorted_names = names.clone();
         sorted_names.sort();
         let mut sorted_expected = expected.clone();
@@ -203,6 +235,34 @@ impl Db {
             cache,
             family: parking_lot::Mutex::new(family),
         })
+    }
+
+    /// Whether the database has the id blocks family (stores of format 2
+    /// and older do not, until upgraded).
+    pub fn has_id_blocks_family(&self) -> bool {
+        self.db.cf_handle(keys::ID_BLOCKS_FAMILY).is_some()
+    }
+
+    /// Adds the id blocks family to a database that lacks it (the first
+    /// step of upgrading a store of format 2). Only on a database no
+    /// reader shares yet.
+    pub fn add_id_blocks_family(&mut self) -> Result<()> {
+        let family = self.family.lock().clone();
+        let db = std::sync::Arc::get_mut(&mut self.db).ok_or_else(|| Error::Storage {
+            context: "adding the id blocks family",
+            message: "the database is shared already".into(),
+        })?;
+        db.create_cf(keys::ID_BLOCKS_FAMILY, &family)
+            .map_err(db_error("adding the id blocks family"))
+    }
+
+    /// A source of id blocks read from this database, through the block
+    /// cache when `fill_cache`.
+    pub fn id_blocks(&self, fill_cache: bool) -> IdBlocks {
+        IdBlocks {
+            db: std::sync::Arc::clone(&self.db),
+            fill_cache,
+        }
     }
 
     /// Resizes RocksDB's block cache (which serves tables kept on disk).
@@ -227,17 +287,31 @@ impl Db {
     pub fn table_bytes(&self) -> Result<u64> {
         let mut total = 0u64;
         for t in 0..self.tables {
-            let family = self.table(t)?;
-            for property in [
-                "rocksdb.total-sst-files-size",
-                "rocksdb.cur-size-all-mem-tables",
-            ] {
-                total += self
-                    .db
-                    .property_int_value_cf(family, property)
-                    .map_err(db_error("reading table sizes"))?
-                    .unwrap_or(0);
-            }
+            total += self.family_bytes(self.table(t)?)?;
+        }
+        Ok(total)
+    }
+
+    /// Bytes the id blocks family holds on disk and in memtables, by
+    /// RocksDB's accounting (0 before a store is upgraded to format 3).
+    pub fn id_block_bytes(&self) -> Result<u64> {
+        if !self.has_id_blocks_family() {
+            return Ok(0);
+        }
+        self.family_bytes(self.family(keys::ID_BLOCKS_FAMILY)?)
+    }
+
+    fn family_bytes(&self, family: &ColumnFamily) -> Result<u64> {
+        let mut total = 0u64;
+        for property in [
+            "rocksdb.total-sst-files-size",
+            "rocksdb.cur-size-all-mem-tables",
+        ] {
+            total += self
+                .db
+                .property_int_value_cf(family, property)
+                .map_err(db_error("reading family sizes"))?
+                .unwrap_or(0);
         }
         Ok(total)
     }
@@ -333,6 +407,7 @@ impl Db {
     fn family_handles(&self) -> Result<Vec<&ColumnFamily>> {
         family_names(self.tables)
             .iter()
+            .filter(|n| *n != keys::ID_BLOCKS_FAMILY || self.has_id_blocks_family())
             .map(|n| self.family(n))
             .collect()
     }

@@ -9,7 +9,9 @@
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-use super::compact::{merge_all, tables_batch, write_tables, CompactionReport};
+use super::compact::{
+    merge_all, tables_batch, with_fold, write_ids, write_tables, CompactionReport, IdsInput,
+};
 use super::files;
 use super::shared::Shared;
 use super::state::Pending;
@@ -28,14 +30,10 @@ pub(crate) fn insert_bulk(shared: &Shared, pairs: &[(u64, Option<u64>)]) -> Resu
 
     let mut fps = super::sort::sorted_keys(pairs, |&(fp, _)| fp);
     fps.dedup();
-    let mut ids: Vec<(u64, u64)> = pairs
-        .iter()
-        .filter_map(|&(fp, id)| id.map(|id| (fp, id)))
-        .collect();
-    ids.sort_unstable();
+    let mut ids = super::sort::sorted_pairs(pairs);
     ids.dedup();
 
-    let (tables, adds, removes, counters) = {
+    let (tables, id_table, overlay, fold, adds, removes, counters) = {
         let state = shared.state.read();
         // Everything pending goes into the tables with the new ones
         // (fingerprints already in the tables merge as no-ops); tombstones
@@ -59,9 +57,23 @@ pub(crate) fn insert_bulk(shared: &Shared, pairs: &[(u64, Option<u64>)]) -> Resu
             .filter(|x| adds.binary_search(x).is_err())
             .collect();
         removes.sort_unstable();
-        (Arc::clone(&state.tables), adds, removes, state.counters())
+        (
+            Arc::clone(&state.tables),
+            Arc::clone(&state.id_table),
+            state.overlay.clone(),
+            super::ids::to_fold(plan, &state),
+            adds,
+            removes,
+            state.counters(),
+        )
     };
-    let mut outputs = merge_all(shared, &tables, &adds, &removes)?;
+    let ids_input = IdsInput {
+        table: &id_table,
+        overlay: &overlay,
+        extra: &ids,
+        adds0: &with_fold(&adds, &fold),
+    };
+    let mut outputs = merge_all(shared, &tables, &adds, &removes, &ids_input)?;
 
     let mut batch = tables_batch(&outputs);
     write_tables(
@@ -73,16 +85,8 @@ pub(crate) fn insert_bulk(shared: &Shared, pairs: &[(u64, Option<u64>)]) -> Resu
     for family in [keys::PENDING_FAMILY, keys::TOMBSTONES_FAMILY] {
         batch.delete_range_cf(db.family(family)?, &[0u8; 8][..], &[0xffu8; 9][..]);
     }
-    let ids_cf = db.family(keys::IDS_FAMILY)?;
-    let mut new_ids = 0u64;
-    for &(fp, id) in &ids {
-        let key = keys::id_pair(fp, id);
-        // With no ids stored yet, every pair is new: skip the reads.
-        if counters.ids == 0 || db.get(ids_cf, &key)?.is_none() {
-            batch.put_cf(ids_cf, key, []);
-            new_ids += 1;
-        }
-    }
+    let (id_table, overlay, new_ids) =
+        write_ids(shared, &mut batch, &mut outputs, &ids_input, &removes)?;
     let table_fingerprints = outputs.first().map_or(0, |m| m.out.state.fingerprints());
     shared.put_counters(
         &mut batch,
@@ -96,6 +100,8 @@ pub(crate) fn insert_bulk(shared: &Shared, pairs: &[(u64, Option<u64>)]) -> Resu
     let filed = files::filed(&outputs);
     files::commit(shared, batch, &filed, |state| {
         state.tables = files::tables(outputs);
+        state.id_table = id_table;
+        state.overlay = overlay;
         state.pending = Pending::new(plan.tables().len());
         state.tombstones.clear();
         state.ids = counters.ids + new_ids;

@@ -13,11 +13,12 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use super::files::{self, Merged};
+use super::ids::{self, IdBuilder, IdTable, Overlay, Truth};
 use super::shared::Shared;
 use super::state::Pending;
 use crate::error::Result;
 use crate::format::{keys, records};
-use crate::table::{merge, TableState};
+use crate::table::{merge, merge_observed, TableState};
 
 /// What one compaction did.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -37,37 +38,77 @@ pub(crate) fn compact(shared: &Shared) -> Result<CompactionReport> {
     let _one_at_a_time = shared.compaction.lock();
     shared.check_writable()?;
     let plan = &shared.plan;
-    let (tables, adds, removes, generation) = {
+    let (tables, id_table, overlay, fold, adds, removes, generation) = {
         let state = shared.state.read();
         let mut removes: Vec<u64> = state.tombstones.iter().copied().collect();
         removes.sort_unstable();
         let generation = shared.generation.load(Ordering::Acquire);
         (
             Arc::clone(&state.tables),
+            Arc::clone(&state.id_table),
+            state.overlay.clone(),
+            ids::to_fold(plan, &state),
             state.pending.all(plan),
             removes,
             generation,
         )
     };
-    if adds.is_empty() && removes.is_empty() {
+    if adds.is_empty() && removes.is_empty() && fold.is_empty() {
         return Ok(CompactionReport::default());
     }
-    let outputs = merge_all(shared, &tables, &adds, &removes)?;
-    let report = commit(shared, &tables, outputs, &adds, &removes, generation);
+    let ids = IdsInput {
+        table: &id_table,
+        overlay: &overlay,
+        extra: &[],
+        adds0: &with_fold(&adds, &fold),
+    };
+    let outputs = merge_all(shared, &tables, &adds, &removes, &ids)?;
+    let report = commit(shared, &tables, outputs, &adds, &removes, &ids, generation);
     drop(tables);
     super::memory::release_free_memory();
     report
 }
 
+/// What the merge of table 0 builds the id blocks of its new blocks from
+/// (see [`ids`]).
+pub(crate) struct IdsInput<'a> {
+    /// The id blocks of the tables merged.
+    pub table: &'a IdTable,
+    /// The overlay as of the tables merged.
+    pub overlay: &'a Overlay,
+    /// Pairs being inserted, sorted.
+    pub extra: &'a [(u64, u64)],
+    /// Table 0's adds: the adds and the fingerprints whose id blocks are
+    /// rewritten to fold their overlay entries in (see [`with_fold`]).
+    pub adds0: &'a [u64],
+}
+
+/// The sorted union of `adds` and `fold` (fingerprints of the tables
+/// whose overlay entries a merge folds into their id blocks: merged into
+/// table 0 again, they make their blocks rewritten, and change nothing
+/// else).
+pub(crate) fn with_fold(adds: &[u64], fold: &[u64]) -> Vec<u64> {
+    let mut all = Vec::with_capacity(adds.len() + fold.len());
+    all.extend_from_slice(adds);
+    if !fold.is_empty() {
+        all.extend_from_slice(fold);
+        all.sort_unstable();
+        all.dedup();
+    }
+    all
+}
+
 /// Merges sorted unpermuted `adds` into and `removes` out of every table,
 /// the tables spread over the machine's cores; a table with enough new
 /// blocks has them written to its table file as soon as it is merged (see
-/// [`files`]).
+/// [`files`]). Table 0 (the identity permutation) also takes `ids.adds0`
+/// and builds the id blocks of its new blocks.
 pub(crate) fn merge_all(
     shared: &Shared,
     tables: &[TableState],
     adds: &[u64],
     removes: &[u64],
+    ids: &IdsInput<'_>,
 ) -> Result<Vec<Merged>> {
     // Files a failed merge or commit left behind go first. None is needed:
     // a commit that wrote its table files record and then failed poisoned
@@ -77,6 +118,21 @@ pub(crate) fn merge_all(
     let one = |t: usize| -> Result<Merged> {
         let spec = &plan.tables()[t];
         let permute = |v: &[u64]| super::sort::sorted_keys(v, |&x| spec.permutation.apply(x));
+        if t == 0 {
+            debug_assert!((0..64).all(|b| spec.permutation.apply(1 << b) == 1 << b));
+            let truth = Truth::new(&tables[0], ids.table, ids.overlay, ids.extra);
+            let mut builder = IdBuilder::new(truth);
+            let out = merge_observed(
+                &tables[0],
+                ids.adds0,
+                removes,
+                shared.block_size,
+                &mut |key, values| builder.observe(key, values),
+            )?;
+            let mut merged = files::file(shared, 0, out)?;
+            merged.ids = Some((builder.blocks, builder.new_pairs));
+            return Ok(merged);
+        }
         let out = merge(
             &tables[t],
             &permute(adds),
@@ -108,6 +164,12 @@ pub(crate) fn tables_batch(outputs: &[Merged]) -> rocksdb::WriteBatch {
         .filter(|m| m.filed.is_none())
         .map(|m| m.out.added.byte_len() + (m.out.added.len() + m.out.removed.len()) * RECORD)
         .sum();
+    let ids: usize = outputs
+        .iter()
+        .filter_map(|m| m.ids.as_ref())
+        .map(|(blocks, _)| blocks.byte_len() + 2 * blocks.len() * RECORD)
+        .sum();
+    let bytes = bytes + ids;
     crate::storage::batch_with_capacity(bytes + 4096)
 }
 
@@ -124,7 +186,7 @@ pub(crate) fn write_tables(
     report: &mut CompactionReport,
 ) -> Result<()> {
     let db = &shared.db;
-    for (t, Merged { out, filed }) in outputs.iter_mut().enumerate() {
+    for (t, Merged { out, filed, .. }) in outputs.iter_mut().enumerate() {
         let family = db.table(t)?;
         report.blocks_replaced += out.removed.len();
         if let Some(written) = *filed {
@@ -155,12 +217,65 @@ pub(crate) fn write_tables(
     Ok(())
 }
 
+/// Adds table 0's id block changes (deletes of its replaced blocks' keys,
+/// the new blocks' id blocks) and the overlay's reconciliation (see
+/// [`ids::reconcile`]) to `batch`, under the commit lock; returns the id
+/// table and overlay to swap in with the tables, and the pairs the new
+/// id blocks hold that were not stored before.
+pub(crate) fn write_ids(
+    shared: &Shared,
+    batch: &mut rocksdb::WriteBatch,
+    outputs: &mut [Merged],
+    ids: &IdsInput<'_>,
+    removes: &[u64],
+) -> Result<(Arc<IdTable>, Overlay, u64)> {
+    let db = &shared.db;
+    let Some(first) = outputs.first_mut() else {
+        return Ok(Default::default());
+    };
+    let (written, new_pairs) = first.ids.take().unwrap_or_default();
+    let family = db.family(keys::ID_BLOCKS_FAMILY)?;
+    for &key in &first.out.removed {
+        batch.delete_cf(family, keys::fingerprint(key));
+    }
+    for (key, bytes) in written.iter() {
+        batch.put_cf(family, keys::fingerprint(key), bytes);
+    }
+    let state = shared.state.read();
+    let new0 = &first.out.state;
+    let old0 = state
+        .tables
+        .first()
+        .ok_or_else(|| crate::Error::InvalidArgument("a store has at least one table".into()))?;
+    let table = state.id_table.rebuilt(old0, new0, &written)?;
+    let reconciled = ids::reconcile(
+        &shared.plan,
+        &state,
+        ids.overlay,
+        ids.extra,
+        ids.adds0,
+        removes,
+        new0,
+        &written,
+    )?;
+    let ids_cf = db.family(keys::IDS_FAMILY)?;
+    for (fp, id) in reconciled.deletes {
+        batch.delete_cf(ids_cf, keys::id_pair(fp, id));
+    }
+    for (fp, id, added) in reconciled.puts {
+        let value: &[u8] = if added { &[] } else { keys::ID_REMOVED };
+        batch.put_cf(ids_cf, keys::id_pair(fp, id), value);
+    }
+    Ok((Arc::new(table), reconciled.overlay, new_pairs))
+}
+
 fn commit(
     shared: &Shared,
     old: &Arc<Vec<crate::table::TableState>>,
     mut outputs: Vec<Merged>,
     adds: &[u64],
     removes: &[u64],
+    ids: &IdsInput<'_>,
     generation: u64,
 ) -> Result<CompactionReport> {
     let db = &shared.db;
@@ -175,6 +290,7 @@ fn commit(
     };
     let mut batch = tables_batch(&outputs);
     write_tables(shared, &mut batch, &mut outputs, &mut report)?;
+    let (id_table, overlay, _) = write_ids(shared, &mut batch, &mut outputs, ids, removes)?;
 
     let (pending_cf, tomb_cf) = (
         db.family(keys::PENDING_FAMILY)?,
@@ -199,6 +315,8 @@ fn commit(
         let filed = files::filed(&outputs);
         files::commit(shared, batch, &filed, |state| {
             state.tables = files::tables(outputs);
+            state.id_table = id_table;
+            state.overlay = overlay;
             state.pending = Pending::new(plan.tables().len());
             state.tombstones.clear();
         })?;
@@ -255,6 +373,8 @@ fn commit(
             "tables change only under the compaction lock"
         );
         state.tables = files::tables(outputs);
+        state.id_table = id_table;
+        state.overlay = overlay;
         // In increasing order, as `touched` is.
         let merged: Vec<u64> = fixes
             .iter()

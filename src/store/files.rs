@@ -21,7 +21,7 @@ use super::state::State;
 use crate::error::{Error, Location, Result};
 use crate::format::{keys, records};
 use crate::storage::{io, sync_directory, Db, TableFileEntry};
-use crate::table::{MergeOutput, TableState};
+use crate::table::{Added, MergeOutput, TableState};
 
 /// The directory, inside the store's, that holds table files until they
 /// are ingested.
@@ -33,6 +33,9 @@ pub(crate) struct Merged {
     /// Blocks written to the table's file, when it has one: its block
     /// changes are there, not in `out`.
     pub filed: Option<usize>,
+    /// Table 0's only: the id blocks of its new blocks, and how many
+    /// pairs they hold that were not stored before (a bulk insert's).
+    pub ids: Option<(Added, u64)>,
 }
 
 fn dir(store: &Path) -> PathBuf {
@@ -75,7 +78,11 @@ fn entries(out: &MergeOutput) -> impl Iterator<Item = TableFileEntry<'_>> {
 pub(crate) fn file(shared: &Shared, t: usize, mut out: MergeOutput) -> Result<Merged> {
     let changed = !out.added.is_empty() || !out.removed.is_empty();
     if !changed || out.added.byte_len() < shared.options.effective_table_file_bytes() {
-        return Ok(Merged { out, filed: None });
+        return Ok(Merged {
+            out,
+            filed: None,
+            ids: None,
+        });
     }
     debug_assert!(out.removed.windows(2).all(|w| w[0] < w[1]));
     let dir = dir(&shared.dir);
@@ -88,6 +95,7 @@ pub(crate) fn file(shared: &Shared, t: usize, mut out: MergeOutput) -> Result<Me
     Ok(Merged {
         out,
         filed: Some(written),
+        ids: None,
     })
 }
 
@@ -256,7 +264,6 @@ pub(crate) fn finish_interrupted(db: &Db, store: &Path) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::table::Added;
 
     fn output(removed: Vec<u64>, added: &[u64]) -> MergeOutput {
         let mut blocks = Added::default();

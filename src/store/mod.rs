@@ -4,6 +4,7 @@
 mod bulk;
 mod compact;
 mod files;
+mod ids;
 mod memory;
 mod near;
 mod open;
@@ -14,6 +15,7 @@ mod shared;
 mod sort;
 mod state;
 mod stats;
+mod upgrade;
 mod verify;
 mod warm;
 mod write;
@@ -23,6 +25,7 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 
 pub use compact::CompactionReport;
+pub(crate) use ids::IdSource;
 pub use options::{
     Durability, Options, BUFFERED_SYNC_INTERVAL, DEFAULT_BLOCK_SIZE, DEFAULT_EXPECTED_SIZE,
     DEFAULT_MAX_DISTANCE, DEFAULT_MIN_MERGE_THRESHOLD, DEFAULT_TABLE_FILE_BYTES,
@@ -277,7 +280,11 @@ impl Store {
 
     /// The ids stored for a fingerprint, increasing.
     pub fn ids(&self, fingerprint: u64) -> Result<Vec<u64>> {
-        self.shared.ids_on_disk(fingerprint)
+        let mut ids = Vec::new();
+        self.shared
+            .readable_state()?
+            .ids_of(&self.shared.plan, fingerprint, &mut ids)?;
+        Ok(ids)
     }
 
     /// Merges every pending fingerprint into the compressed tables and

@@ -9,6 +9,7 @@ use std::sync::Arc;
 
 use parking_lot::{Condvar, Mutex, RwLock};
 
+use super::ids::{IdTable, Overlay};
 use super::options::{Options, DEFAULT_BLOCK_SIZE, DEFAULT_EXPECTED_SIZE, DEFAULT_MAX_DISTANCE};
 use super::shared::Shared;
 use super::state::{Pending, State};
@@ -98,11 +99,22 @@ pub(crate) fn open(dir: &Path, options: &Options) -> Result<Shared> {
         ));
     }
     check_compatible(&manifest, options)?;
+    let mut db = db;
+    if !db.has_id_blocks_family() {
+        if manifest.version >= 3 {
+            return Err(Error::corrupt(
+                Location::Database,
+                format!("column family {} is missing", keys::ID_BLOCKS_FAMILY),
+            ));
+        }
+        // The first step of the upgrade to format 3 (see `upgrade`).
+        db.add_id_blocks_family()?;
+    }
     super::files::finish_interrupted(&db, dir)?;
-    let older = manifest.version < FORMAT_VERSION;
+    let version = manifest.version;
     let shared = load(dir, db, manifest, options)?;
-    if older {
-        upgrade(&shared)?;
+    if version < FORMAT_VERSION {
+        upgrade(&shared, version)?;
     }
     // What recovery replayed from the log stays in memtables (RocksDB is
     // told not to flush during recovery, which would delay the open);
@@ -211,12 +223,32 @@ fn scan_table(db: &Db, t: usize, codes: Arc<Codebook>, on_disk: bool) -> Result<
     Ok(TableState::on_disk(t, block_keys, sizes, codes, source))
 }
 
-/// Upgrades a store of an older format just opened: writes every table's
-/// index record and the manifest of the current version in one synced
-/// batch, then the marker. Skipped (the store stays as it was, and opens
-/// by scanning its blocks again) when a block header is unreadable, since
-/// an index entry needs its count.
-fn upgrade(shared: &Shared) -> Result<()> {
+/// The manifest of `shared`'s store at `version`.
+fn manifest_of(shared: &Shared, version: u16) -> Manifest {
+    Manifest {
+        version,
+        plan: shared.plan.clone(),
+        block_size: shared.block_size as u16,
+        expected_size: shared.expected_size,
+    }
+}
+
+/// Upgrades a store of an older format just opened, one version at a
+/// time: to 2 (see [`upgrade_to_2`]), then to 3 (see
+/// [`super::upgrade::to_3`]); then writes the marker.
+fn upgrade(shared: &Shared, from: u16) -> Result<()> {
+    if from < 2 && !upgrade_to_2(shared)? {
+        return Ok(());
+    }
+    super::upgrade::to_3(shared, &manifest_of(shared, 3))?;
+    storage::write_marker(&shared.dir)
+}
+
+/// Upgrades a store of format 1: writes every table's index record and
+/// the manifest of version 2 in one synced batch. Skipped (false: the
+/// store stays as it was, and opens by scanning its blocks again) when a
+/// block header is unreadable, since an index entry needs its count.
+fn upgrade_to_2(shared: &Shared) -> Result<bool> {
     let db = &shared.db;
     let default = db.default_family()?;
     let mut batch = storage::batch();
@@ -224,20 +256,36 @@ fn upgrade(shared: &Shared) -> Result<()> {
     for (t, table) in state.tables.iter().enumerate() {
         let record = records::encode_index(table.index_entries());
         if records::decode_index(&record).is_err() {
-            return Ok(());
+            return Ok(false);
         }
         batch.put_cf(default, keys::index(t as u16), record);
     }
     drop(state);
-    let manifest = Manifest {
-        version: FORMAT_VERSION,
-        plan: shared.plan.clone(),
-        block_size: shared.block_size as u16,
-        expected_size: shared.expected_size,
-    };
-    batch.put_cf(default, keys::MANIFEST, manifest.encode());
+    batch.put_cf(default, keys::MANIFEST, manifest_of(shared, 2).encode());
     db.write(batch, true)?;
-    storage::write_marker(&shared.dir)
+    Ok(true)
+}
+
+/// The overlay, from the `ids` family.
+pub(crate) fn read_overlay(db: &Db) -> Result<Overlay> {
+    let mut overlay = Overlay::default();
+    db.scan(db.family(keys::IDS_FAMILY)?, &[], |k, v| {
+        let bad = |what: String| {
+            Error::corrupt(
+                Location::Record {
+                    family: keys::IDS_FAMILY,
+                },
+                what,
+            )
+        };
+        let (fp, id) = keys::parse_id_pair(k)
+            .ok_or_else(|| bad(format!("key of {} bytes, expected 16", k.len())))?;
+        let added = keys::parse_id_mark(v)
+            .ok_or_else(|| bad(format!("value of {} bytes for a pair", v.len())))?;
+        overlay.set(fp, id, Some(added));
+        Ok(true)
+    })?;
+    Ok(overlay)
 }
 
 /// Rebuilds the in-memory state from the database.
@@ -271,7 +319,7 @@ fn load(dir: &Path, db: Db, manifest: Manifest, options: &Options) -> Result<Sha
     })?;
 
     let budget = options.effective_memory_budget();
-    let on_disk = db.table_bytes()? > budget;
+    let on_disk = db.table_bytes()?.saturating_add(db.id_block_bytes()?) > budget;
     let indexed = manifest.version >= 2;
     if on_disk {
         // Blocks are read through RocksDB: its block cache may use the
@@ -314,11 +362,26 @@ fn load(dir: &Path, db: Db, manifest: Manifest, options: &Options) -> Result<Sha
         records::decode_counters(&counters).map_err(|r| Error::corrupt(Location::Counters, r))?;
 
     gate.set_blocks(states.iter().map(|t| t.keys().len() as u64).sum());
+    let id_table = IdTable::lazy(
+        states.first().map_or(0, |t| t.keys().len()),
+        Arc::new(db.id_blocks(on_disk)),
+        !on_disk,
+    );
+    // Before format 3 every pair is in the `ids` family (the upgrade folds
+    // those of fingerprints in the tables into id blocks, reading them
+    // block by block).
+    let overlay = if manifest.version >= 3 {
+        read_overlay(&db)?
+    } else {
+        Overlay::default()
+    };
     let state = State {
         tables: Arc::new(states),
         pending,
         tombstones,
         ids: counters.ids,
+        id_table: Arc::new(id_table),
+        overlay,
     };
     let found = state.counters();
     for (t, table) in state.tables.iter().enumerate() {

@@ -270,30 +270,25 @@ fn accept(
     true
 }
 
-/// Sorts by distance then fingerprint, removes repeats, attaches ids.
-/// `has_ids` is whether the store held any id when the candidates were
-/// collected (read under the same lock).
-fn finish(shared: &Shared, mut found: Vec<(u64, u32)>, has_ids: bool) -> Result<Vec<Match>> {
+/// Sorts by distance then fingerprint, removes repeats, attaches ids
+/// (from `state`, the state the candidates were found in: read from
+/// memory, or from the id blocks on disk when the tables are kept there).
+fn finish(shared: &Shared, state: &State, mut found: Vec<(u64, u32)>) -> Result<Vec<Match>> {
     found.sort_unstable_by_key(|&(fp, d)| (d, fp));
     found.dedup();
-    if !has_ids {
-        // A store without ids (fingerprints only) needs no lookups.
-        return Ok(found
-            .into_iter()
-            .map(|(fingerprint, distance)| Match {
-                fingerprint,
-                distance,
-                ids: Vec::new(),
-            })
-            .collect());
-    }
+    // A store without ids (fingerprints only) needs no lookups.
+    let has_ids = state.ids > 0;
     found
         .into_iter()
         .map(|(fingerprint, distance)| {
+            let mut ids = Vec::new();
+            if has_ids {
+                state.ids_of(&shared.plan, fingerprint, &mut ids)?;
+            }
             Ok(Match {
                 fingerprint,
                 distance,
-                ids: shared.ids_on_disk(fingerprint)?,
+                ids,
             })
         })
         .collect()
@@ -334,15 +329,10 @@ pub(crate) fn query_many(
     let probe = check_distance(shared, k)?;
     let mut results = Vec::with_capacity(fps.len());
     for group in fps.chunks(if first { FIRST_GROUP } else { GROUP }) {
-        let (found, has_ids) = {
-            let state = shared.readable_state()?;
-            (
-                collect(shared, &state, probe, group, k, first)?,
-                state.ids > 0,
-            )
-        };
+        let state = shared.readable_state()?;
+        let found = collect(shared, &state, probe, group, k, first)?;
         for f in found {
-            let mut matches = finish(shared, f, has_ids)?;
+            let mut matches = finish(shared, &state, f)?;
             if first {
                 matches.truncate(1);
             }
@@ -392,8 +382,8 @@ pub(crate) fn query_batch(shared: &Shared, fps: &[u64], k: u32) -> Result<Vec<Ve
         }
         // Tables on disk: each thread takes whole tables.
         let threads = threads.min(probe.len());
-        let (mut found, has_ids): (Vec<Vec<(u64, u32)>>, bool) = {
-            let state = shared.readable_state()?;
+        let state = shared.readable_state()?;
+        let mut found: Vec<Vec<(u64, u32)>> = {
             let shares: Vec<&[usize]> = probe.chunks(probe.len().div_ceil(threads)).collect();
             let mut parts = std::thread::scope(|scope| {
                 let handles: Vec<_> = shares
@@ -411,7 +401,7 @@ pub(crate) fn query_batch(shared: &Shared, fps: &[u64], k: u32) -> Result<Vec<Ve
                     f.extend(p);
                 }
             }
-            (found, state.ids > 0)
+            found
         };
         found.resize_with(chunk.len(), Vec::new);
         let per = found.len().div_ceil(threads).max(1);
@@ -419,15 +409,17 @@ pub(crate) fn query_batch(shared: &Shared, fps: &[u64], k: u32) -> Result<Vec<Ve
             let handles: Vec<_> = found
                 .chunks_mut(per)
                 .map(|part| {
+                    let state = &*state;
                     scope.spawn(move || {
                         part.iter_mut()
-                            .map(|f| finish(shared, std::mem::take(f), has_ids))
+                            .map(|f| finish(shared, state, std::mem::take(f)))
                             .collect::<Result<Vec<_>>>()
                     })
                 })
                 .collect();
             join_all(handles)
         })?;
+        drop(state);
         results.extend(finished.into_iter().flatten());
     }
     Ok(results)
@@ -476,7 +468,7 @@ fn query_each(
 /// `chunk.chunks` makes), one scoped thread each (on the calling thread
 /// when one), in order: `find` gives a share's
 /// candidates under one read-lock acquisition, then they are finished
-/// (sorted, ids read) outside it.
+/// (sorted, ids attached) under it too.
 fn in_shares(
     shared: &Shared,
     chunk: &[u64],
@@ -484,13 +476,10 @@ fn in_shares(
     find: impl Fn(&State, &[u64]) -> Result<Vec<Vec<(u64, u32)>>> + Sync,
 ) -> Result<Vec<Vec<Match>>> {
     let answer = |part: &[u64]| -> Result<Vec<Vec<Match>>> {
-        let (found, has_ids) = {
-            let state = shared.readable_state()?;
-            (find(&state, part)?, state.ids > 0)
-        };
-        found
+        let state = shared.readable_state()?;
+        find(&state, part)?
             .into_iter()
-            .map(|f| finish(shared, f, has_ids))
+            .map(|f| finish(shared, &state, f))
             .collect()
     };
     if threads <= 1 {

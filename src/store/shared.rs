@@ -163,10 +163,15 @@ impl Shared {
     /// Whether enough is pending or tombstoned for the background
     /// compactor to merge: the merge threshold, or by default the larger of
     /// 65,536 and 1/64 of the stored fingerprints.
+    ///
+    /// Also when the overlay of ids outside the id blocks holds twice the
+    /// threshold (new ids of fingerprints in the tables, removed ids; a
+    /// pending fingerprint's pairs are merged with it).
     pub fn merge_due(&self) -> bool {
         let threshold = self.merge_threshold();
         let state = self.state.read();
         state.pending.len() + state.tombstones.len() >= threshold
+            || state.overlay.len() >= threshold.saturating_mul(2)
     }
 
     /// The merge threshold now: as configured, or the larger of 65,536 and
@@ -188,29 +193,5 @@ impl Shared {
             let _g = lock.lock();
             cv.notify_one();
         }
-    }
-
-    /// The ids stored on disk for a fingerprint, in increasing order.
-    pub fn ids_on_disk(&self, fp: u64) -> Result<Vec<u64>> {
-        let mut ids = Vec::new();
-        let family = self.db.family(keys::IDS_FAMILY)?;
-        self.db.scan(
-            family,
-            &keys::fingerprint(fp),
-            |k, _| match keys::parse_id_pair(k) {
-                Some((f, id)) if f == fp => {
-                    ids.push(id);
-                    Ok(true)
-                }
-                Some(_) => Ok(false),
-                None => Err(Error::corrupt(
-                    crate::error::Location::Record {
-                        family: keys::IDS_FAMILY,
-                    },
-                    format!("key of {} bytes", k.len()),
-                )),
-            },
-        )?;
-        Ok(ids)
     }
 }

@@ -46,6 +46,40 @@ pub(crate) fn sorted_keys<T>(values: &[T], key: impl Fn(&T) -> u64) -> Vec<u64> 
     out
 }
 
+/// The `(fingerprint, id)` pairs of `pairs` that have an id, sorted
+/// (repeats kept), by the same radix pass on the fingerprints' top bits.
+pub(crate) fn sorted_pairs(pairs: &[(u64, Option<u64>)]) -> Vec<(u64, u64)> {
+    let with_ids = || pairs.iter().filter_map(|&(fp, id)| id.map(|id| (fp, id)));
+    let n = with_ids().count();
+    if n < RADIX_MIN {
+        let mut out: Vec<(u64, u64)> = with_ids().collect();
+        out.sort_unstable();
+        return out;
+    }
+    let log = usize::BITS - 1 - n.leading_zeros();
+    let bits = log.saturating_sub(14).clamp(8, 12);
+    let shift = 64 - bits;
+    let bucket = |fp: u64| (fp >> shift) as usize;
+    let mut starts = vec![0usize; (1 << bits) + 1];
+    for (fp, _) in with_ids() {
+        starts[bucket(fp) + 1] += 1;
+    }
+    for b in 1..starts.len() {
+        starts[b] += starts[b - 1];
+    }
+    let mut out = vec![(0u64, 0u64); n];
+    let mut at = starts.clone();
+    for pair in with_ids() {
+        let b = bucket(pair.0);
+        out[at[b]] = pair;
+        at[b] += 1;
+    }
+    for range in starts.windows(2) {
+        out[range[0]..range[1]].sort_unstable();
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -87,6 +121,17 @@ mod tests {
             let mut plain = values.clone();
             plain.sort_unstable();
             assert_eq!(sorted_keys(&values, |&v| v), plain, "n {n} spread {spread}");
+            let pairs: Vec<(u64, Option<u64>)> = values
+                .iter()
+                .enumerate()
+                .map(|(i, &v)| (v, (i % 5 != 0).then_some(v.rotate_left(7) % 1000)))
+                .collect();
+            let mut want: Vec<(u64, u64)> = pairs
+                .iter()
+                .filter_map(|&(f, id)| id.map(|id| (f, id)))
+                .collect();
+            want.sort_unstable();
+            assert_eq!(sorted_pairs(&pairs), want, "n {n} spread {spread}");
         }
     }
 }

@@ -9,6 +9,7 @@
 use std::collections::{BTreeSet, HashSet};
 use std::sync::Arc;
 
+use super::ids::{IdTable, Overlay};
 use crate::error::Result;
 use crate::plan::Plan;
 use crate::table::TableState;
@@ -128,6 +129,10 @@ pub struct State {
     pub tombstones: HashSet<u64>,
     /// Number of (fingerprint, id) pairs.
     pub ids: u64,
+    /// The id blocks of table 0's blocks; replaced with the tables.
+    pub id_table: Arc<IdTable>,
+    /// Pairs not in the id blocks (see [`Overlay`]).
+    pub overlay: Overlay,
 }
 
 impl State {
@@ -139,12 +144,24 @@ impl State {
         }
     }
 
-    /// Whether `fp` is stored (live).
-    pub fn is_live(&self, plan: &Plan, fp: u64) -> Result<bool> {
-        if self.pending.contains(plan, fp) {
-            return Ok(true);
+    /// The ids of `fp` in its id block (none when the tables do not hold
+    /// it), into `out` (replaced).
+    pub fn base_ids(&self, plan: &Plan, fp: u64, out: &mut Vec<u64>) -> Result<()> {
+        out.clear();
+        let (Some(table0), Some(spec)) = (self.tables.first(), plan.tables().first()) else {
+            return Ok(());
+        };
+        if let Some((j, position)) = table0.position(spec.permutation.apply(fp))? {
+            self.id_table.ids_into(table0, j, position, out)?;
         }
-        Ok(!self.tombstones.contains(&fp) && self.in_tables(plan, fp)?)
+        Ok(())
+    }
+
+    /// The ids stored for `fp`, increasing, into `out` (replaced).
+    pub fn ids_of(&self, plan: &Plan, fp: u64, out: &mut Vec<u64>) -> Result<()> {
+        self.base_ids(plan, fp, out)?;
+        self.overlay.apply(fp, out);
+        Ok(())
     }
 
     /// The counters record describing this state.

@@ -23,6 +23,9 @@ pub struct Stats {
     pub tombstones: u64,
     /// Encoded block bytes over all tables, headers included.
     pub table_bytes: u64,
+    /// Bytes of the id blocks (the ids of fingerprints in the tables) as
+    /// stored, by RocksDB's accounting.
+    pub id_bytes: u64,
     /// Bytes of all files in the store directory.
     pub bytes_on_disk: u64,
     /// Each table's prefix width, in table order.
@@ -51,6 +54,7 @@ pub(crate) fn stats(shared: &Shared) -> Stats {
         pending: state.pending.len() as u64,
         tombstones: state.tombstones.len() as u64,
         table_bytes: state.tables.iter().map(|t| t.encoded_bytes()).sum(),
+        id_bytes: shared.db.id_block_bytes().unwrap_or(0),
         bytes_on_disk: dir_size(&shared.dir),
         prefix_bits: shared.plan.tables().iter().map(|t| t.prefix_bits).collect(),
         plan_blocks: shared.plan.blocks(),

@@ -9,6 +9,7 @@ use std::collections::HashSet;
 use super::shared::Shared;
 use crate::codec::BlockView;
 use crate::error::Result;
+use crate::format::ids::IdBlock;
 use crate::format::keys;
 use crate::format::records::{self, IndexEntry};
 
@@ -225,35 +226,10 @@ fn check_records(
             Err(e) => note(format!("tombstone {fp:016x}: {e}")),
         }
     }
-    let mut pairs = 0u64;
-    let mut checked: HashSet<u64> = HashSet::new();
-    let mut problems = Vec::new();
-    let scanned = db.scan(db.family(keys::IDS_FAMILY)?, &[], |k, _| {
-        pairs += 1;
-        let Some((fp, id)) = keys::parse_id_pair(k) else {
-            problems.push(format!("ids: key of {} bytes", k.len()));
-            return Ok(true);
-        };
-        if checked.insert(fp) {
-            match state.is_live(plan, fp) {
-                Ok(true) => {}
-                Ok(false) => problems.push(format!(
-                    "id {id} belongs to fingerprint {fp:016x}, which is not stored"
-                )),
-                Err(e) => problems.push(format!("ids of {fp:016x}: {e}")),
-            }
-        }
-        Ok(true)
-    });
-    if let Err(e) = scanned {
-        problems.push(format!("ids: {e}"));
-    }
-    for p in problems {
-        note(p);
-    }
+    let pairs = check_ids(shared, state, &mut note)?;
     if pairs != state.ids {
         note(format!(
-            "{pairs} id records on disk, counters say {}",
+            "{pairs} (fingerprint, id) pairs stored, counters say {}",
             state.ids
         ));
     }
@@ -266,4 +242,136 @@ fn check_records(
         None => note("counters record is missing".into()),
     }
     Ok(())
+}
+
+/// The `ids` family and the id blocks, read from disk, against the tables
+/// and each other: every table-0 block has one id block of the same count
+/// and no other id block is stored; a pair added outside the id blocks
+/// belongs to a stored fingerprint and is not in its id block, a removed
+/// pair is in it; a tombstoned fingerprint has no ids left. Returns the
+/// number of pairs stored.
+fn check_ids(
+    shared: &Shared,
+    state: &super::state::State,
+    note: &mut impl FnMut(String),
+) -> Result<u64> {
+    let plan = &shared.plan;
+    let db = &shared.db;
+    let mut overlay = super::ids::Overlay::default();
+    let scanned = db.scan(db.family(keys::IDS_FAMILY)?, &[], |k, v| {
+        match (keys::parse_id_pair(k), keys::parse_id_mark(v)) {
+            (Some((fp, id)), Some(added)) => overlay.set(fp, id, Some(added)),
+            (None, _) => note(format!("ids: key of {} bytes", k.len())),
+            (_, None) => note(format!("ids: value of {} bytes", v.len())),
+        }
+        Ok(true)
+    });
+    if let Err(e) = scanned {
+        note(format!("ids: {e}"));
+    }
+    let mut pairs = 0u64;
+    let mut seen: HashSet<u64> = HashSet::new();
+    let Some(table0) = state.tables.first() else {
+        return Ok(0);
+    };
+    let block_keys = table0.keys();
+    let counts: Vec<u16> = table0.counts().collect();
+    let mut next = 0usize;
+    let mut values = Vec::new();
+    let mut ids = Vec::new();
+    let scanned = db.scan(db.family(keys::ID_BLOCKS_FAMILY)?, &[], |k, v| {
+        let Some(key) = keys::parse_fingerprint(k) else {
+            note(format!("id blocks: key of {} bytes", k.len()));
+            return Ok(true);
+        };
+        while next < block_keys.len() && block_keys[next] < key {
+            note(format!("id block {:016x}: missing", block_keys[next]));
+            next += 1;
+        }
+        if block_keys.get(next) != Some(&key) {
+            note(format!("id block {key:016x}: no table-0 block has its key"));
+            return Ok(true);
+        }
+        let j = next;
+        next += 1;
+        let block = match IdBlock::parse(v) {
+            Ok(block) if block.count() == usize::from(counts[j]) => block,
+            Ok(block) => {
+                note(format!(
+                    "id block {key:016x}: {} fingerprints, its table-0 block {}",
+                    block.count(),
+                    counts[j]
+                ));
+                return Ok(true);
+            }
+            Err(e) => {
+                note(format!("id block {key:016x}: {e}"));
+                return Ok(true);
+            }
+        };
+        if let Err(e) = table0.decode_block(j, &mut values) {
+            note(format!("id block {key:016x}: its table-0 block: {e}"));
+            return Ok(true);
+        }
+        for (position, &fp) in values.iter().enumerate() {
+            ids.clear();
+            block.ids_into(position, &mut ids);
+            for &(id, added) in overlay.get(fp) {
+                if added == ids.binary_search(&id).is_ok() {
+                    note(format!(
+                        "ids: pair ({fp:016x}, {id}) is marked {} but is {}in its id block",
+                        if added { "added" } else { "removed" },
+                        if added { "" } else { "not " }
+                    ));
+                }
+            }
+            if !overlay.get(fp).is_empty() {
+                seen.insert(fp);
+            }
+            overlay.apply(fp, &mut ids);
+            if !ids.is_empty() && state.tombstones.contains(&fp) {
+                note(format!(
+                    "deleted fingerprint {fp:016x} still has {} ids",
+                    ids.len()
+                ));
+            }
+            pairs += ids.len() as u64;
+        }
+        Ok(true)
+    });
+    if let Err(e) = scanned {
+        note(format!("id blocks: {e}"));
+    }
+    for &key in &block_keys[next.min(block_keys.len())..] {
+        note(format!("id block {key:016x}: missing"));
+    }
+    let mut outside: Vec<u64> = overlay
+        .fingerprints()
+        .filter(|fp| !seen.contains(fp))
+        .collect();
+    outside.sort_unstable();
+    for fp in outside {
+        match state.in_tables(plan, fp) {
+            Ok(true) => continue,
+            Ok(false) => {}
+            Err(e) => {
+                note(format!("ids of {fp:016x}: {e}"));
+                continue;
+            }
+        }
+        for &(id, added) in overlay.get(fp) {
+            if !added {
+                note(format!(
+                    "ids: pair ({fp:016x}, {id}) is marked removed but its fingerprint is not in the tables"
+                ));
+            } else if !state.pending.contains(plan, fp) {
+                note(format!(
+                    "id {id} belongs to fingerprint {fp:016x}, which is not stored"
+                ));
+            } else {
+                pairs += 1;
+            }
+        }
+    }
+    Ok(pairs)
 }

@@ -213,6 +213,12 @@ pub(crate) fn warm(shared: &Shared) -> Result<()> {
             None => return Ok(()),
         }
     }
+    let id_table = Arc::clone(&shared.state.read().id_table);
+    if let Some(table0) = snapshot.first() {
+        if id_table.has_unread() && !stop() {
+            fill_ids(&shared.db, table0, &id_table, &stop)?;
+        }
+    }
     drop((running, snapshot));
     // Blocks held already by probes when the scan found them unlisted
     // neighbours are marked in a new snapshot of their tables.
@@ -230,16 +236,52 @@ pub(crate) fn warm(shared: &Shared) -> Result<()> {
     Ok(())
 }
 
+/// Holds every id block of `id_table` (the id blocks of `table0`) not
+/// held yet, from a scan of the id blocks family; a table-0 block without
+/// one is marked missing.
+fn fill_ids(
+    db: &Db,
+    table0: &TableState,
+    id_table: &super::ids::IdTable,
+    stop: &dyn Fn() -> bool,
+) -> Result<()> {
+    let block_keys = table0.keys();
+    let counts: Vec<u16> = table0.counts().collect();
+    let mut next = 0usize;
+    let mut read = 0usize;
+    let mut stopped = false;
+    db.scan(db.family(keys::ID_BLOCKS_FAMILY)?, &[], |k, v| {
+        let key = block_key(k)?;
+        while next < block_keys.len() && block_keys[next] < key {
+            id_table.mark_missing(next);
+            next += 1;
+        }
+        if block_keys.get(next) == Some(&key) {
+            id_table.fill(next, v, counts[next]);
+            next += 1;
+        }
+        read += 1;
+        if read.is_multiple_of(STOP_EVERY) {
+            stopped = stop();
+        }
+        Ok(!stopped)
+    })?;
+    if !stopped {
+        for j in next..block_keys.len() {
+            id_table.mark_missing(j);
+        }
+    }
+    Ok(())
+}
+
 /// Starts warming the tables on a thread of its own; `None` when every
 /// block is already held.
 pub(crate) fn spawn(shared: &Arc<Shared>) -> std::io::Result<Option<JoinHandle<()>>> {
-    if !shared
-        .state
-        .read()
-        .tables
-        .iter()
-        .any(TableState::has_unread)
-    {
+    let unread = {
+        let state = shared.state.read();
+        state.tables.iter().any(TableState::has_unread) || state.id_table.has_unread()
+    };
+    if !unread {
         return Ok(None);
     }
     let shared = Arc::clone(shared);

@@ -3,7 +3,7 @@
 //! as one atomic RocksDB write batch and, in sync mode, one fsync.
 
 use std::collections::btree_map::Entry;
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
@@ -280,6 +280,9 @@ impl Placement {
 struct Staged {
     fps: BTreeMap<u64, (Placement, Placement)>,
     ids: BTreeMap<(u64, u64), (bool, bool)>,
+    /// The ids of each fingerprint the group names, before it: in its id
+    /// block, and in all (read from memory).
+    stored: HashMap<u64, (Vec<u64>, Vec<u64>)>,
 }
 
 impl Staged {
@@ -298,20 +301,30 @@ impl Staged {
         }
     }
 
-    fn id(&mut self, shared: &Shared, fp: u64, id: u64) -> Result<&mut bool> {
-        match self.ids.entry((fp, id)) {
-            Entry::Occupied(e) => Ok(&mut e.into_mut().1),
-            Entry::Vacant(e) => {
-                let family = shared.db.family(keys::IDS_FAMILY)?;
-                let present = shared.db.get(family, &keys::id_pair(fp, id))?.is_some();
-                Ok(&mut e.insert((present, present)).1)
-            }
+    /// The ids `fp` had before the group (see [`Staged::stored`]).
+    fn stored(&mut self, shared: &Shared, fp: u64) -> Result<&(Vec<u64>, Vec<u64>)> {
+        if let std::collections::hash_map::Entry::Vacant(e) = self.stored.entry(fp) {
+            let state = shared.state.read();
+            let mut base = Vec::new();
+            state.base_ids(&shared.plan, fp, &mut base)?;
+            let mut all = base.clone();
+            state.overlay.apply(fp, &mut all);
+            e.insert((base, all));
         }
+        Ok(&self.stored[&fp])
+    }
+
+    fn id(&mut self, shared: &Shared, fp: u64, id: u64) -> Result<&mut bool> {
+        if !self.ids.contains_key(&(fp, id)) {
+            let present = self.stored(shared, fp)?.1.binary_search(&id).is_ok();
+            self.ids.insert((fp, id), (present, present));
+        }
+        Ok(&mut self.ids.entry((fp, id)).or_default().1)
     }
 
     /// Every id the fingerprint has now, stored or staged.
     fn ids_of(&mut self, shared: &Shared, fp: u64) -> Result<Vec<u64>> {
-        for id in shared.ids_on_disk(fp)? {
+        for id in self.stored(shared, fp)?.1.clone() {
             self.id(shared, fp, id)?;
         }
         Ok(self
@@ -417,17 +430,29 @@ fn commit_group(shared: &Shared, group: &[Arc<Request>]) -> Result<Vec<Vec<bool>
             }
         }
     }
+    // A pair of an id block is removed by a mark, and added back by
+    // deleting it; any other pair is added and removed by its key.
     let mut ids_delta: i64 = 0;
+    let mut overlay = Vec::new();
     for (&(fp, id), &(before, after)) in &staged.ids {
         if before != after {
+            let in_block = staged
+                .stored
+                .get(&fp)
+                .is_some_and(|(base, _)| base.binary_search(&id).is_ok());
             let key = keys::id_pair(fp, id);
-            if after {
-                batch.put_cf(ids_cf, key, []);
-                ids_delta += 1;
-            } else {
-                batch.delete_cf(ids_cf, key);
-                ids_delta -= 1;
+            let mark = match (after, in_block) {
+                (true, false) => Some(true),
+                (false, true) => Some(false),
+                _ => None,
+            };
+            match mark {
+                Some(true) => batch.put_cf(ids_cf, key, []),
+                Some(false) => batch.put_cf(ids_cf, key, keys::ID_REMOVED),
+                None => batch.delete_cf(ids_cf, key),
             }
+            overlay.push((fp, id, mark));
+            ids_delta += if after { 1 } else { -1 };
         }
     }
     if batch.is_empty() {
@@ -461,6 +486,9 @@ fn commit_group(shared: &Shared, group: &[Arc<Request>]) -> Result<Vec<Vec<bool>
                 state.tombstones.remove(&fp);
             }
         }
+    }
+    for (fp, id, mark) in overlay {
+        state.overlay.set(fp, id, mark);
     }
     state.ids = ids;
     shared

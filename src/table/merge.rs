@@ -46,6 +46,11 @@ impl Added {
         self.keys.len()
     }
 
+    /// The blocks' keys, increasing.
+    pub fn keys(&self) -> &[u64] {
+        &self.keys
+    }
+
     /// Whether there are none.
     pub fn is_empty(&self) -> bool {
         self.keys.is_empty()
@@ -83,6 +88,19 @@ pub fn merge(
     adds: &[u64],
     removes: &[u64],
     block_size: usize,
+) -> Result<MergeOutput> {
+    merge_observed(old, adds, removes, block_size, &mut |_, _| Ok(()))
+}
+
+/// [`merge`], calling `observe(key, values)` with every new block's key
+/// and permuted fingerprints, in key order, as it is written (so a caller
+/// can build what it keeps beside the blocks).
+pub fn merge_observed(
+    old: &TableState,
+    adds: &[u64],
+    removes: &[u64],
+    block_size: usize,
+    observe: &mut dyn FnMut(u64, &[u64]) -> Result<()>,
 ) -> Result<MergeOutput> {
     let n = old.keys.len();
     let changes = union(&touched(&old.keys, adds), &touched(&old.keys, removes));
@@ -199,6 +217,7 @@ pub fn merge(
             let key = fps[key_at];
             let count = crate::table::header_count(&bytes);
             offset += usize::from(count);
+            observe(key, &fps[key_at..key_at + usize::from(count)])?;
             keys.push(key);
             blocks.push(Slot {
                 // Packed from the values just encoded. A table on disk

@@ -14,7 +14,7 @@ use zerocopy::FromBytes;
 
 pub use codes::Codebook;
 pub use fill::{Filling, Piece};
-pub use merge::{merge, Added, MergeOutput};
+pub use merge::{merge, merge_observed, Added, MergeOutput};
 pub use packed::{Cursor, Packed};
 
 use crate::codec::{BlockHeader, BlockView, Code, Visit};
@@ -601,6 +601,33 @@ impl TableState {
             }
         }
         Ok(())
+    }
+
+    /// Where the table holds the permuted fingerprint `x`: its block and
+    /// its index among the block's fingerprints; `None` when it does not.
+    pub fn position(&self, x: u64) -> Result<Option<(usize, usize)>> {
+        let Some(j) = self.directory.locate(&self.keys, x) else {
+            return Ok(None);
+        };
+        if self.keys[j] > x {
+            return Ok(None);
+        }
+        match self.read(j)? {
+            Read::Packed(p) => Ok(p.position(x).map(|i| (j, i))),
+            Read::Encoded(bytes, verified) => {
+                let (view, code) = self.parse(j, &bytes, verified)?;
+                let mut values = Vec::with_capacity(view.count());
+                view.decode_into(code, &mut values)
+                    .map_err(|e| Error::block(self.number, self.keys[j], &e))?;
+                Ok(values.binary_search(&x).ok().map(|i| (j, i)))
+            }
+        }
+    }
+
+    /// Each block's fingerprint count (by its header, or the table index),
+    /// in key order.
+    pub fn counts(&self) -> impl ExactSizeIterator<Item = u16> + '_ {
+        self.blocks.iter().map(|b| b.count)
     }
 
     /// Whether the table holds this permuted fingerprint.

@@ -495,6 +495,18 @@ impl Packed {
         None
     }
 
+    /// The index of `x`, when it is one of the values.
+    #[inline]
+    pub fn position(&self, x: u64) -> Option<usize> {
+        let at = self.lower_bound(x);
+        let mut found = false;
+        self.visit(at, x, |v| {
+            found = v == x;
+            false
+        });
+        found.then(|| at.index())
+    }
+
     /// Appends every value to `out`, in order.
     pub fn values_into(&self, out: &mut Vec<u64>) {
         out.reserve(self.len());

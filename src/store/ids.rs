@@ -1,0 +1,566 @@
+//! Document ids as queries and writers read them, from memory.
+//!
+//! A fingerprint in the tables has its ids in the id block of the table-0
+//! block holding it, at the same position ([`IdTable`], one slot per
+//! table-0 block, held in memory like the blocks when the tables are).
+//! Pairs written since that id block was ([`Overlay`], the `ids` family):
+//! a pair added outside the id blocks (every pair of a pending
+//! fingerprint, and new ids of fingerprints in the tables), or a pair of
+//! an id block removed. A fingerprint's ids are its id block's, less the
+//! removed, plus the added. Merges that rewrite table 0 write the new
+//! blocks' id blocks and fold the overlay into them.
+
+use std::collections::HashMap;
+use std::sync::{Arc, OnceLock};
+
+use crate::error::{Error, Location, Result};
+use crate::format::ids::{IdBlock, IdBlockWriter};
+use crate::table::{Added, TableState};
+
+/// Where id blocks not held in memory are read from.
+pub(crate) trait IdSource: Send + Sync + std::fmt::Debug {
+    /// The stored id block under `key` (a table-0 block key), if any.
+    fn fetch(&self, key: u64) -> Result<Option<Arc<[u8]>>>;
+}
+
+/// What a slot holds of its id block.
+#[derive(Debug, Clone)]
+enum Held {
+    /// The block as stored, checked (CRC, layout, count).
+    Block(Arc<[u8]>),
+    /// Not usable, for this reason.
+    Corrupt(Arc<str>),
+}
+
+/// The id blocks of table 0, one slot per table-0 block, in the same
+/// order (the table is passed to every call that needs its keys).
+#[derive(Debug, Clone, Default)]
+pub(crate) struct IdTable {
+    slots: Vec<OnceLock<Held>>,
+    source: Option<Arc<dyn IdSource>>,
+    /// Whether blocks are held once read.
+    memory: bool,
+}
+
+/// The corruption error of the id block keyed `key`.
+fn corrupt(key: u64, reason: impl Into<String>) -> Error {
+    Error::corrupt(Location::IdBlock { key }, reason)
+}
+
+/// Checks a stored id block against the table-0 block it belongs to.
+fn check(bytes: &[u8], count: u16) -> std::result::Result<(), String> {
+    let block = IdBlock::parse(bytes)?;
+    if block.count() != usize::from(count) {
+        return Err(format!(
+            "the id block holds {} fingerprints, its table-0 block {count}",
+            block.count()
+        ));
+    }
+    Ok(())
+}
+
+impl IdTable {
+    /// A table of `blocks` slots read from `source` on first use, held
+    /// once read when `memory`.
+    pub fn lazy(blocks: usize, source: Arc<dyn IdSource>, memory: bool) -> Self {
+        Self {
+            slots: (0..blocks).map(|_| OnceLock::new()).collect(),
+            source: Some(source),
+            memory,
+        }
+    }
+
+    /// Whether some slot of a table held in memory is not read yet.
+    pub fn has_unread(&self) -> bool {
+        self.memory && self.slots.iter().any(|s| s.get().is_none())
+    }
+
+    /// Holds `bytes` as slot `j`'s block (read by the warming) unless it
+    /// is held already; `count` is its table-0 block's.
+    pub fn fill(&self, j: usize, bytes: &[u8], count: u16) {
+        if let Some(slot) = self.slots.get(j) {
+            if slot.get().is_none() {
+                let _ = slot.set(hold(Arc::from(bytes), count));
+            }
+        }
+    }
+
+    /// Marks slot `j` as having no stored block (found missing by the
+    /// warming).
+    pub fn mark_missing(&self, j: usize) {
+        if let Some(slot) = self.slots.get(j) {
+            let _ = slot.set(Held::Corrupt("the id block is missing".into()));
+        }
+    }
+
+    /// Slot `j`'s id block (checked), `table0`'s block `j` being the
+    /// table-0 block it belongs to: borrowed when held, else read.
+    pub fn block<'s>(&'s self, table0: &TableState, j: usize) -> Result<IdBytes<'s>> {
+        let key = table0.keys()[j];
+        let slot = &self.slots[j];
+        match slot.get() {
+            Some(Held::Block(b)) => return Ok(IdBytes::Held(b)),
+            Some(Held::Corrupt(reason)) => return Err(corrupt(key, reason.to_string())),
+            None => {}
+        }
+        let count = table0.counts().nth(j).unwrap_or(0);
+        let source = self
+            .source
+            .as_ref()
+            .ok_or_else(|| corrupt(key, "the id block is not held and there is no source"))?;
+        let bytes = source
+            .fetch(key)?
+            .ok_or_else(|| corrupt(key, "the id block is missing"))?;
+        if self.memory {
+            return match slot.get_or_init(|| hold(bytes, count)) {
+                Held::Block(b) => Ok(IdBytes::Held(b)),
+                Held::Corrupt(reason) => Err(corrupt(key, reason.to_string())),
+            };
+        }
+        check(&bytes, count).map_err(|r| corrupt(key, r))?;
+        Ok(IdBytes::Fetched(bytes))
+    }
+
+    /// Appends the ids stored in slot `j`'s block for position `position`
+    /// of `table0`'s block `j`.
+    pub fn ids_into(
+        &self,
+        table0: &TableState,
+        j: usize,
+        position: usize,
+        out: &mut Vec<u64>,
+    ) -> Result<()> {
+        let bytes = self.block(table0, j)?;
+        ids_at(&bytes, table0.keys()[j], position, out)
+    }
+
+    /// The id table of `new0`, the table 0 a merge made of `old0`: the
+    /// blocks in `written` (key order) are new; every other block of
+    /// `new0` is one of `old0`'s, whose slot it keeps.
+    pub fn rebuilt(&self, old0: &TableState, new0: &TableState, written: &Added) -> Result<Self> {
+        let mut new = written.iter().peekable();
+        let mut slots = Vec::with_capacity(new0.keys().len());
+        for (&key, count) in new0.keys().iter().zip(new0.counts()) {
+            if new.peek().is_some_and(|&(k, _)| k == key) {
+                let (_, bytes) = new.next().unwrap_or_else(|| unreachable!("peeked"));
+                slots.push(if self.memory {
+                    OnceLock::from(hold(Arc::from(bytes), count))
+                } else {
+                    OnceLock::new()
+                });
+                continue;
+            }
+            let j = old0
+                .keys()
+                .binary_search(&key)
+                .map_err(|_| corrupt(key, "a block kept by a merge has no id block to keep"))?;
+            slots.push(self.slots[j].clone());
+        }
+        Ok(Self {
+            slots,
+            source: self.source.clone(),
+            memory: self.memory,
+        })
+    }
+}
+
+/// An id block's checked bytes: held by an [`IdTable`], or read.
+pub(crate) enum IdBytes<'a> {
+    Held(&'a [u8]),
+    Fetched(Arc<[u8]>),
+}
+
+impl std::ops::Deref for IdBytes<'_> {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        match self {
+            IdBytes::Held(b) => b,
+            IdBytes::Fetched(b) => b,
+        }
+    }
+}
+
+/// Appends the ids at `position` of the checked id block `bytes` (keyed
+/// `key`) to `out`.
+#[inline]
+fn ids_at(bytes: &[u8], key: u64, position: usize, out: &mut Vec<u64>) -> Result<()> {
+    let block = IdBlock::parse_checked(bytes).map_err(|r| corrupt(key, r))?;
+    if position >= block.count() {
+        return Err(corrupt(key, format!("no position {position}")));
+    }
+    block.ids_into(position, out);
+    Ok(())
+}
+
+/// Slot contents for a block read from disk or written by a merge.
+fn hold(bytes: Arc<[u8]>, count: u16) -> Held {
+    match check(&bytes, count) {
+        Ok(()) => Held::Block(bytes),
+        Err(reason) => Held::Corrupt(reason.into()),
+    }
+}
+
+/// Pairs not in the id blocks as they are: `(id, added)` per fingerprint,
+/// increasing by id; `added` false for a pair of an id block that was
+/// removed.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Overlay {
+    map: HashMap<u64, Vec<(u64, bool)>>,
+    entries: usize,
+}
+
+impl Overlay {
+    /// Number of entries.
+    pub fn len(&self) -> usize {
+        self.entries
+    }
+
+    /// The entries of `fp`, by id.
+    pub fn get(&self, fp: u64) -> &[(u64, bool)] {
+        self.map.get(&fp).map_or(&[], Vec::as_slice)
+    }
+
+    /// The fingerprints with entries, in no order.
+    pub fn fingerprints(&self) -> impl Iterator<Item = u64> + '_ {
+        self.map.keys().copied()
+    }
+
+    /// Sets the entry of `(fp, id)`: added, removed, or none.
+    pub fn set(&mut self, fp: u64, id: u64, mark: Option<bool>) {
+        let list = self.map.entry(fp).or_default();
+        match (list.binary_search_by_key(&id, |&(i, _)| i), mark) {
+            (Ok(at), Some(added)) => list[at].1 = added,
+            (Ok(at), None) => {
+                list.remove(at);
+                self.entries -= 1;
+            }
+            (Err(at), Some(added)) => {
+                list.insert(at, (id, added));
+                self.entries += 1;
+            }
+            (Err(_), None) => {}
+        }
+        if list.is_empty() {
+            self.map.remove(&fp);
+        }
+    }
+
+    /// Replaces every entry of `fp`.
+    pub fn replace(&mut self, fp: u64, entries: Vec<(u64, bool)>) {
+        self.entries -= self.get(fp).len();
+        self.entries += entries.len();
+        if entries.is_empty() {
+            self.map.remove(&fp);
+        } else {
+            self.map.insert(fp, entries);
+        }
+    }
+
+    /// Applies `fp`'s entries to its id block's `ids` (increasing).
+    #[inline]
+    pub fn apply(&self, fp: u64, ids: &mut Vec<u64>) {
+        if self.entries == 0 {
+            return;
+        }
+        if let Some(list) = self.map.get(&fp) {
+            apply(list, ids);
+        }
+    }
+}
+
+/// Applies overlay entries (by id) to increasing `ids`.
+fn apply(list: &[(u64, bool)], ids: &mut Vec<u64>) {
+    for &(id, added) in list {
+        match (ids.binary_search(&id), added) {
+            (Err(at), true) => ids.insert(at, id),
+            (Ok(at), false) => {
+                ids.remove(at);
+            }
+            _ => {}
+        }
+    }
+}
+
+/// The entries that make `base` (an id block's ids) into `truth`, both
+/// increasing.
+pub(crate) fn difference(base: &[u64], truth: &[u64]) -> Vec<(u64, bool)> {
+    let mut out = Vec::new();
+    let (mut i, mut j) = (0, 0);
+    while i < base.len() || j < truth.len() {
+        match (base.get(i), truth.get(j)) {
+            (Some(&b), Some(&t)) if b == t => {
+                i += 1;
+                j += 1;
+            }
+            (Some(&b), Some(&t)) if b < t => {
+                out.push((b, false));
+                i += 1;
+            }
+            (Some(&b), None) => {
+                out.push((b, false));
+                i += 1;
+            }
+            (_, Some(&t)) => {
+                out.push((t, true));
+                j += 1;
+            }
+            (None, None) => break,
+        }
+    }
+    out
+}
+
+/// The ids of fingerprints as of one state, read in increasing order of
+/// fingerprint from table 0 block by block (as a merge writes them), with
+/// the overlay applied and `extra` pairs (sorted) added.
+pub(crate) struct Truth<'a> {
+    table0: &'a TableState,
+    ids: &'a IdTable,
+    overlay: &'a Overlay,
+    extra: &'a [(u64, u64)],
+    block: Option<usize>,
+    values: Vec<u64>,
+    /// The id block of `block`.
+    id_bytes: Option<IdBytes<'a>>,
+    at: usize,
+}
+
+impl<'a> Truth<'a> {
+    pub fn new(
+        table0: &'a TableState,
+        ids: &'a IdTable,
+        overlay: &'a Overlay,
+        extra: &'a [(u64, u64)],
+    ) -> Self {
+        Self {
+            table0,
+            ids,
+            overlay,
+            extra,
+            block: None,
+            values: Vec::new(),
+            id_bytes: None,
+            at: 0,
+        }
+    }
+
+    /// `fp`'s ids in its id block (none when table 0 does not hold it),
+    /// into `out` (replaced). Cheapest when called in increasing order.
+    pub fn base(&mut self, fp: u64, out: &mut Vec<u64>) -> Result<()> {
+        out.clear();
+        let keys = self.table0.keys();
+        let Some(j) = crate::index::locate(keys, fp) else {
+            return Ok(());
+        };
+        if self.block != Some(j) {
+            self.block = None;
+            self.table0.decode_block(j, &mut self.values)?;
+            self.id_bytes = Some(self.ids.block(self.table0, j)?);
+            self.block = Some(j);
+            self.at = 0;
+        }
+        if self.at > 0 && self.values[self.at - 1] >= fp {
+            self.at = 0;
+        }
+        while self.at < self.values.len() && self.values[self.at] < fp {
+            self.at += 1;
+        }
+        if let (Some(&v), Some(bytes)) = (self.values.get(self.at), &self.id_bytes) {
+            if v == fp {
+                ids_at(bytes, keys[j], self.at, out)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// `extra`'s ids of `fp`, increasing.
+    fn extra(&self, fp: u64) -> &'a [(u64, u64)] {
+        let from = self.extra.partition_point(|&(f, _)| f < fp);
+        let to = from + self.extra[from..].partition_point(|&(f, _)| f == fp);
+        &self.extra[from..to]
+    }
+
+    /// `fp`'s ids into `out` (replaced); returns how many came from
+    /// `extra` alone.
+    pub fn ids(&mut self, fp: u64, out: &mut Vec<u64>) -> Result<u64> {
+        self.base(fp, out)?;
+        self.overlay.apply(fp, out);
+        let mut new = 0;
+        for &(_, id) in self.extra(fp) {
+            if let Err(at) = out.binary_search(&id) {
+                out.insert(at, id);
+                new += 1;
+            }
+        }
+        Ok(new)
+    }
+}
+
+/// Builds the id blocks of table 0's new blocks as a merge writes them
+/// (see [`merge_observed`](crate::table::merge_observed)).
+pub(crate) struct IdBuilder<'a> {
+    truth: Truth<'a>,
+    writer: IdBlockWriter,
+    scratch: Vec<u64>,
+    /// The id blocks, keyed like their table-0 blocks.
+    pub blocks: Added,
+    /// Pairs of `extra` that were not stored before.
+    pub new_pairs: u64,
+}
+
+impl<'a> IdBuilder<'a> {
+    pub fn new(truth: Truth<'a>) -> Self {
+        Self {
+            truth,
+            writer: IdBlockWriter::new(),
+            scratch: Vec::new(),
+            blocks: Added::default(),
+            new_pairs: 0,
+        }
+    }
+
+    /// The id block of the new table-0 block `key` holding `values`.
+    pub fn observe(&mut self, key: u64, values: &[u64]) -> Result<()> {
+        for &fp in values {
+            self.new_pairs += self.truth.ids(fp, &mut self.scratch)?;
+            self.writer.push(&self.scratch);
+        }
+        self.blocks.push(key, &self.writer.finish());
+        Ok(())
+    }
+}
+
+/// What a merge of table 0 does to the ids: the changes to the `ids`
+/// family, and the overlay after it.
+pub(crate) struct Reconciled {
+    /// The overlay of the new state.
+    pub overlay: Overlay,
+    /// `ids` keys to delete, then keys to put (`true`: added, `false`:
+    /// removed).
+    pub deletes: Vec<(u64, u64)>,
+    pub puts: Vec<(u64, u64, bool)>,
+}
+
+/// The overlay once `new0`, table 0 merged from `now`'s with the
+/// (unpermuted, sorted) `adds` and `removes`, and its new id blocks
+/// (`written`, built from the `snapshot` overlay and `extra` pairs) are
+/// swapped in: for every fingerprint with entries then or now, the
+/// difference between what it stores now (with `extra`) and what its id
+/// block holds after the merge. Entries folded into new id blocks go;
+/// changes made since the snapshot stay, against the new id blocks.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn reconcile(
+    plan: &crate::plan::Plan,
+    now: &super::state::State,
+    snapshot: &Overlay,
+    extra: &[(u64, u64)],
+    adds: &[u64],
+    removes: &[u64],
+    new0: &TableState,
+    written: &Added,
+) -> Result<Reconciled> {
+    let mut fps: Vec<u64> = now
+        .overlay
+        .fingerprints()
+        .chain(snapshot.fingerprints())
+        .collect();
+    fps.sort_unstable();
+    fps.dedup();
+    let mut out = Reconciled {
+        overlay: Overlay::default(),
+        deletes: Vec::new(),
+        puts: Vec::new(),
+    };
+    let mut old_base = Vec::new();
+    for fp in fps {
+        now.base_ids(plan, fp, &mut old_base)?;
+        let in_old = now.in_tables(plan, fp)?;
+        let in_new =
+            (in_old && removes.binary_search(&fp).is_err()) || adds.binary_search(&fp).is_ok();
+        let with_extra = |ids: &mut Vec<u64>| {
+            let from = extra.partition_point(|&(f, _)| f < fp);
+            for &(_, id) in extra[from..].iter().take_while(|&&(f, _)| f == fp) {
+                if let Err(at) = ids.binary_search(&id) {
+                    ids.insert(at, id);
+                }
+            }
+        };
+        let mut truth = old_base.clone();
+        now.overlay.apply(fp, &mut truth);
+        with_extra(&mut truth);
+        let new_base = if !in_new {
+            Vec::new()
+        } else if rewritten(new0, written, fp) {
+            let mut ids = old_base.clone();
+            snapshot.apply(fp, &mut ids);
+            with_extra(&mut ids);
+            ids
+        } else {
+            old_base.clone()
+        };
+        let entries = difference(&new_base, &truth);
+        out.deletes
+            .extend(now.overlay.get(fp).iter().map(|&(id, _)| (fp, id)));
+        out.puts
+            .extend(entries.iter().map(|&(id, added)| (fp, id, added)));
+        out.overlay.replace(fp, entries);
+    }
+    Ok(out)
+}
+
+/// Whether the block of `new0` that holds `fp`'s place is among `written`.
+fn rewritten(new0: &TableState, written: &Added, fp: u64) -> bool {
+    crate::index::locate(new0.keys(), fp)
+        .is_some_and(|j| written.keys().binary_search(&new0.keys()[j]).is_ok())
+}
+
+/// The fingerprints of `state`'s overlay whose id blocks a merge should
+/// rewrite: those in the tables and not tombstoned (a tombstoned one
+/// leaves the tables, and a pending one enters them, anyway); increasing.
+pub(crate) fn to_fold(plan: &crate::plan::Plan, state: &super::state::State) -> Vec<u64> {
+    let mut fold: Vec<u64> = state
+        .overlay
+        .fingerprints()
+        .filter(|&fp| !state.pending.contains(plan, fp) && !state.tombstones.contains(&fp))
+        .collect();
+    fold.sort_unstable();
+    fold
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_overlay_applies_and_difference_inverts_it() {
+        let base = vec![1, 4, 9];
+        for truth in [
+            vec![],
+            vec![1, 4, 9],
+            vec![0, 4, 10],
+            vec![2, 3],
+            vec![1, 9, 20],
+        ] {
+            let d = difference(&base, &truth);
+            let mut o = Overlay::default();
+            o.replace(7, d.clone());
+            let mut ids = base.clone();
+            o.apply(7, &mut ids);
+            assert_eq!(ids, truth, "{d:?}");
+            assert_eq!(o.len(), d.len());
+            let mut other = base.clone();
+            o.apply(8, &mut other);
+            assert_eq!(other, base);
+        }
+        let mut o = Overlay::default();
+        o.set(1, 5, Some(true));
+        o.set(1, 3, Some(false));
+        o.set(1, 5, Some(false));
+        assert_eq!(o.get(1), &[(3, false), (5, false)]);
+        o.set(1, 3, None);
+        o.set(1, 5, None);
+        o.set(1, 9, None);
+        assert_eq!(o.len(), 0);
+        assert_eq!(o.fingerprints().count(), 0);
+    }
+}
