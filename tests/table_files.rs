@@ -14,6 +14,9 @@ use common::{check_store, clustered, queries, random, raw_db, Model, Rng};
 use simstore::{Error, Options, Store};
 
 const TABLES: usize = 4;
+/// Files a commit writes: one a table, then the id blocks' (ingested
+/// last).
+const FILES: usize = TABLES + 1;
 
 fn options() -> Options {
     Options::new()
@@ -61,7 +64,7 @@ fn prepare(path: &Path, data: &[u64], model: &mut Model) {
 #[test]
 fn interrupted_commits_are_finished_by_the_next_open() {
     for bulk in [true, false] {
-        for stop in 0..=TABLES {
+        for stop in 0..=FILES {
             let dir = tempfile::tempdir().unwrap();
             let path = dir.path().join("s");
             let mut rng = Rng(stop as u64 + 10 * u64::from(bulk));
@@ -97,7 +100,7 @@ fn interrupted_commits_are_finished_by_the_next_open() {
             assert!(matches!(store.insert(1, 1), Err(Error::Poisoned)));
             // Families that lag the tables in memory cannot be verified
             // against them.
-            if stop < TABLES {
+            if stop < FILES {
                 let verified = store.verify();
                 assert!(matches!(verified, Err(Error::Poisoned)), "{verified:?}");
             }
@@ -105,7 +108,7 @@ fn interrupted_commits_are_finished_by_the_next_open() {
 
             assert_eq!(
                 waiting_files(&path),
-                TABLES - stop,
+                FILES - stop,
                 "bulk {bulk} stop {stop}"
             );
             assert!(has_record(&path));
@@ -159,10 +162,14 @@ fn table_files_left_without_a_record_are_removed_at_open() {
 #[test]
 fn a_damaged_table_files_record_refuses_the_open() {
     let valid_beyond_the_plan = simstore::format::records::encode_table_files(&[9]);
+    // The number after the last table names the id blocks; one more is
+    // beyond the plan.
+    let past_the_id_blocks = simstore::format::records::encode_table_files(&[TABLES as u16 + 1]);
     let mut bad_checksum = simstore::format::records::encode_table_files(&[1]);
     *bad_checksum.last_mut().unwrap() ^= 1;
     for (record, reason) in [
         (valid_beyond_the_plan, "names table 9"),
+        (past_the_id_blocks, "names table 5"),
         (bad_checksum, "checksum"),
     ] {
         let dir = tempfile::tempdir().unwrap();
@@ -225,7 +232,7 @@ fn clustered_and_random_data_through_files_match_the_oracle() {
 #[test]
 fn interrupted_commits_on_disk_refuse_reads_until_reopened() {
     for bulk in [true, false] {
-        for stop in 0..=TABLES {
+        for stop in 0..=FILES {
             let dir = tempfile::tempdir().unwrap();
             let path = dir.path().join("s");
             let mut rng = Rng(100 + stop as u64 + 10 * u64::from(bulk));
@@ -248,7 +255,7 @@ fn interrupted_commits_on_disk_refuse_reads_until_reopened() {
                 store.compact().map(|_| ())
             };
             assert!(matches!(result, Err(Error::Storage { .. })), "{result:?}");
-            if stop == TABLES {
+            if stop == FILES {
                 // Every file went in (only the record's deletion was
                 // stopped): the families hold the commit.
                 check_store(&store, &model, &qs);

@@ -7,25 +7,76 @@ pub fn parse_fingerprint(s: &str) -> Result<u64, String> {
         .strip_prefix("0x")
         .or_else(|| s.strip_prefix("0X"))
         .unwrap_or(s);
-    if digits.len() != 16 || !digits.bytes().all(|b| b.is_ascii_hexdigit()) {
-        return Err(format!(
-            "fingerprint {s:?} is not 16 hex digits (optionally prefixed by 0x)"
-        ));
+    match digits.len() {
+        16 => hex16(digits.as_bytes()),
+        _ => None,
     }
-    u64::from_str_radix(digits, 16).map_err(|e| format!("fingerprint {s:?}: {e}"))
+    .ok_or_else(|| format!("fingerprint {s:?} is not 16 hex digits (optionally prefixed by 0x)"))
 }
 
 /// Parses a document id: an unsigned 64-bit decimal.
 pub fn parse_id(s: &str) -> Result<u64, String> {
-    if !s.bytes().all(|b| b.is_ascii_digit()) {
-        return Err(format!("id {s:?} is not an unsigned decimal integer"));
+    let mut value = Some(0u64);
+    for &b in s.as_bytes() {
+        if !b.is_ascii_digit() {
+            return Err(format!("id {s:?} is not an unsigned decimal integer"));
+        }
+        value = value
+            .and_then(|v| v.checked_mul(10))
+            .and_then(|v| v.checked_add(u64::from(b - b'0')));
     }
-    s.parse()
-        .map_err(|_| format!("id {s:?} does not fit in 64 bits"))
+    match value {
+        Some(v) if !s.is_empty() => Ok(v),
+        _ => Err(format!("id {s:?} does not fit in 64 bits")),
+    }
+}
+
+/// The value of 16 hex digits, if they are.
+#[inline]
+fn hex16(digits: &[u8]) -> Option<u64> {
+    let mut value = 0u64;
+    for &b in digits {
+        let digit = match b {
+            b'0'..=b'9' => b - b'0',
+            b'a'..=b'f' => b - b'a' + 10,
+            b'A'..=b'F' => b - b'A' + 10,
+            _ => return None,
+        };
+        value = value << 4 | u64::from(digit);
+    }
+    Some(value)
+}
+
+/// `FP` or `FP ID` exactly as a program writes them (16 hex digits, one
+/// space, at most 19 decimal digits, which always fit), read without
+/// splitting the line; `None` for anything else, left to the general
+/// parser.
+#[inline]
+fn parse_plain(line: &str, allow_id: bool) -> Option<(u64, Option<u64>)> {
+    let b = line.as_bytes();
+    let b = b.strip_suffix(b"\n").unwrap_or(b);
+    let fp = hex16(b.get(..16)?)?;
+    match b.get(16..)? {
+        [] => Some((fp, None)),
+        [b' ', digits @ ..] if allow_id && !digits.is_empty() && digits.len() <= 19 => {
+            let mut id = 0u64;
+            for &d in digits {
+                if !d.is_ascii_digit() {
+                    return None;
+                }
+                id = id * 10 + u64::from(d - b'0');
+            }
+            Some((fp, Some(id)))
+        }
+        _ => None,
+    }
 }
 
 /// Parses `FP [ID]`; `Ok(None)` for a blank line.
 pub fn parse_record(line: &str, allow_id: bool) -> Result<Option<(u64, Option<u64>)>, String> {
+    if let Some(record) = parse_plain(line, allow_id) {
+        return Ok(Some(record));
+    }
     let mut fields = line.split_ascii_whitespace();
     let Some(fp) = fields.next() else {
         return Ok(None);
@@ -64,5 +115,39 @@ mod tests {
         assert!(parse_record("0123456789abcdef 1", false).is_err());
         assert!(parse_record("0123456789abcdef 99999999999999999999", true).is_err());
         assert!(parse_record("+123456789abcdef", true).is_err());
+        assert!(parse_record("0123456789abcdef0", true).is_err());
+        assert_eq!(
+            parse_record("0123456789abcdef 7\n", true),
+            Ok(Some((0x0123_4567_89ab_cdef, Some(7))))
+        );
+        assert_eq!(
+            parse_record("0123456789abcdef\n", false),
+            Ok(Some((0x0123_4567_89ab_cdef, None)))
+        );
+        assert_eq!(
+            parse_record("0123456789abcdef 9999999999999999999\n", true),
+            Ok(Some((
+                0x0123_4567_89ab_cdef,
+                Some(9_999_999_999_999_999_999)
+            )))
+        );
+        assert!(parse_record("0123456789abcdef 7\n", false).is_err());
+        assert_eq!(
+            parse_record("0123456789abcdef 7 ", true),
+            Ok(Some((0x0123_4567_89ab_cdef, Some(7))))
+        );
+        assert!(parse_record("0123456789abcdef  7", true).is_ok());
+        assert_eq!(
+            parse_record("0XaBcDeF0123456789 18446744073709551615", true),
+            Ok(Some((0xabcd_ef01_2345_6789, Some(u64::MAX))))
+        );
+        assert_eq!(
+            parse_record("0123456789abcdef 18446744073709551616", true),
+            Err("id \"18446744073709551616\" does not fit in 64 bits".into())
+        );
+        assert_eq!(
+            parse_record("0123456789abcdef 99999999999999999999x", true),
+            Err("id \"99999999999999999999x\" is not an unsigned decimal integer".into())
+        );
     }
 }

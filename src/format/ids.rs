@@ -3,12 +3,13 @@
 //! storage-format.md ("Id blocks") is the normative text.
 //!
 //! ```text
-//! | version u8 = 1 | count u16 | multi u16 | width u8 | base u64 |
+//! | version u8 = 1 | count u16 | usual u8 | multi u16 | width u8 | base u64 |
 //! | multi × ( position u16 | ids u32 ) | packed ids | crc32 u32 |
 //! ```
 //!
-//! Every fingerprint has one id unless listed in `multi` (with its number
-//! of ids, 0 or 2 and more). The ids of all fingerprints follow each
+//! Every fingerprint has `usual` ids (0 or 1, whichever more of the
+//! block's fingerprints have) unless listed in `multi` with its number of
+//! ids. The ids of all fingerprints follow each
 //! other in fingerprint order (a fingerprint's own ids increasing), each
 //! stored as `id − base` in `width` bits, most significant bit first.
 
@@ -18,7 +19,7 @@ use super::{checked_body, seal};
 pub const ID_BLOCK_VERSION: u8 = 1;
 
 /// Bytes before the exception list.
-const HEADER: usize = 14;
+const HEADER: usize = 15;
 
 /// Bytes of one exception entry.
 const ENTRY: usize = 6;
@@ -27,7 +28,10 @@ const ENTRY: usize = 6;
 #[derive(Debug, Default)]
 pub struct IdBlockWriter {
     count: usize,
+    /// Each fingerprint's number of ids, when not 1.
     multi: Vec<(u16, u32)>,
+    /// Fingerprints with no id.
+    none: usize,
     ids: Vec<u64>,
 }
 
@@ -42,6 +46,7 @@ impl IdBlockWriter {
         debug_assert!(ids.windows(2).all(|w| w[0] < w[1]));
         if ids.len() != 1 {
             self.multi.push((self.count as u16, ids.len() as u32));
+            self.none += usize::from(ids.is_empty());
         }
         self.ids.extend_from_slice(ids);
         self.count += 1;
@@ -69,25 +74,60 @@ impl IdBlockWriter {
         let span = self.ids.iter().copied().max().unwrap_or(0) - base;
         let width = u64::BITS - span.leading_zeros();
         let packed = (self.ids.len() * width as usize).div_ceil(8);
-        let mut v = Vec::with_capacity(HEADER + ENTRY * self.multi.len() + packed + 4);
+        // The fingerprints listed are those with other than the usual
+        // number of ids: with no id mostly, those with any.
+        let one = self.count - self.multi.len();
+        let usual = u8::from(one >= self.none);
+        let listed = if usual == 1 {
+            self.multi.len()
+        } else {
+            self.count - self.none
+        };
+        let mut v = Vec::with_capacity(HEADER + ENTRY * listed + packed + 4);
         v.push(ID_BLOCK_VERSION);
         v.extend_from_slice(&(self.count as u16).to_be_bytes());
-        v.extend_from_slice(&(self.multi.len() as u16).to_be_bytes());
+        v.push(usual);
+        v.extend_from_slice(&(listed as u16).to_be_bytes());
         v.push(width as u8);
         v.extend_from_slice(&base.to_be_bytes());
-        for &(position, ids) in &self.multi {
-            v.extend_from_slice(&position.to_be_bytes());
-            v.extend_from_slice(&ids.to_be_bytes());
-        }
-        let start = v.len();
-        v.resize(start + packed, 0);
-        if width > 0 {
-            let bits = &mut v[start..];
-            for (i, &id) in self.ids.iter().enumerate() {
-                write_bits(bits, i * width as usize, width, id - base);
+        if usual == 1 {
+            for &(position, ids) in &self.multi {
+                v.extend_from_slice(&position.to_be_bytes());
+                v.extend_from_slice(&ids.to_be_bytes());
+            }
+        } else {
+            let mut multi = self.multi.iter().peekable();
+            for position in 0..self.count as u16 {
+                let ids = match multi.peek() {
+                    Some(&&(p, n)) if p == position => {
+                        multi.next();
+                        n
+                    }
+                    _ => 1,
+                };
+                if ids != 0 {
+                    v.extend_from_slice(&position.to_be_bytes());
+                    v.extend_from_slice(&ids.to_be_bytes());
+                }
             }
         }
+        if width > 0 {
+            // Bits not yet written, most significant first, at the top.
+            let (mut pending, mut filled) = (0u128, 0u32);
+            for &id in &self.ids {
+                pending |= u128::from(id - base) << (128 - filled - width);
+                filled += width;
+                if filled >= 64 {
+                    v.extend_from_slice(&((pending >> 64) as u64).to_be_bytes());
+                    pending <<= 64;
+                    filled -= 64;
+                }
+            }
+            let tail = (pending >> 64) as u64;
+            v.extend_from_slice(&tail.to_be_bytes()[..filled.div_ceil(8) as usize]);
+        }
         self.count = 0;
+        self.none = 0;
         self.multi.clear();
         self.ids.clear();
         seal(v)
@@ -104,6 +144,7 @@ pub fn encode_id_block<'a>(lists: impl IntoIterator<Item = &'a [u64]>) -> Vec<u8
 }
 
 /// Writes `value` in `width` bits at bit `at` of `bits`, MSB first.
+#[cfg(test)]
 fn write_bits(bits: &mut [u8], at: usize, width: u32, value: u64) {
     for b in 0..width as usize {
         if value >> (width as usize - 1 - b) & 1 == 1 {
@@ -117,6 +158,7 @@ fn write_bits(bits: &mut [u8], at: usize, width: u32, value: u64) {
 #[derive(Debug, Clone, Copy)]
 pub struct IdBlock<'a> {
     count: usize,
+    usual: usize,
     width: u32,
     base: u64,
     multi: &'a [u8],
@@ -153,9 +195,13 @@ impl<'a> IdBlock<'a> {
             ));
         }
         let count = usize::from(u16::from_be_bytes([body[1], body[2]]));
-        let multi = usize::from(u16::from_be_bytes([body[3], body[4]]));
-        let width = u32::from(body[5]);
-        let base = u64::from_be_bytes(body[6..14].try_into().unwrap_or_default());
+        let usual = usize::from(body[3]);
+        let multi = usize::from(u16::from_be_bytes([body[4], body[5]]));
+        let width = u32::from(body[6]);
+        let base = u64::from_be_bytes(body[7..15].try_into().unwrap_or_default());
+        if usual > 1 {
+            return Err(format!("usual id count {usual}, expected 0 or 1"));
+        }
         if width > 64 {
             return Err(format!("id width {width} is over 64 bits"));
         }
@@ -168,7 +214,7 @@ impl<'a> IdBlock<'a> {
         let entries = body
             .get(HEADER..list_end)
             .ok_or_else(|| format!("id block of {} bytes ends in its list", body.len() + 4))?;
-        let mut total = count - multi;
+        let mut total = (count - multi) * usual;
         let mut last: Option<u16> = None;
         for e in entries.chunks_exact(ENTRY) {
             let position = u16::from_be_bytes([e[0], e[1]]);
@@ -178,8 +224,10 @@ impl<'a> IdBlock<'a> {
                     "list entry for position {position} out of order or past {count}"
                 ));
             }
-            if ids == 1 {
-                return Err(format!("list entry for position {position} has one id"));
+            if ids as usize == usual {
+                return Err(format!(
+                    "list entry for position {position} has the usual {usual} ids"
+                ));
             }
             last = Some(position);
             total += ids as usize;
@@ -194,6 +242,7 @@ impl<'a> IdBlock<'a> {
         }
         let block = Self {
             count,
+            usual,
             width,
             base,
             multi: entries,
@@ -247,7 +296,7 @@ impl<'a> IdBlock<'a> {
     fn span(&self, position: usize) -> (usize, usize) {
         let entries = self.multi.len() / ENTRY;
         if entries == 0 {
-            return (position, 1);
+            return (position * self.usual, self.usual);
         }
         let entry = |e: usize| {
             let b = &self.multi[e * ENTRY..][..ENTRY];
@@ -266,14 +315,15 @@ impl<'a> IdBlock<'a> {
                 hi = mid;
             }
         }
-        let mut start = position;
+        // Unlisted fingerprints before `position` have the usual count.
+        let mut start = (position - lo) * self.usual;
         for e in 0..lo {
-            start = start + entry(e).1 - 1;
+            start += entry(e).1;
         }
         let n = if lo < entries && entry(lo).0 == position {
             entry(lo).1
         } else {
-            1
+            self.usual
         };
         (start, n)
     }
@@ -333,6 +383,8 @@ mod tests {
         round_trip(&[vec![7]]);
         round_trip(&[vec![0], vec![u64::MAX]]);
         round_trip(&[vec![], vec![5], vec![1, 2, 3], vec![], vec![9]]);
+        round_trip(&[vec![], vec![], vec![1, 2, 3], vec![], vec![9]]);
+        round_trip(&[vec![], vec![]]);
         round_trip(&[vec![0, u64::MAX], vec![3]]);
         let many: Vec<u64> = (0..100_000).map(|i| i * 3 + 1_000_000).collect();
         round_trip(&[vec![1], many, vec![2], vec![]]);
@@ -354,8 +406,14 @@ mod tests {
     fn one_id_a_fingerprint_costs_its_width() {
         let ids: Vec<Vec<u64>> = (0..200u64).map(|i| vec![i * 80_000]).collect();
         let bytes = encode_id_block(ids.iter().map(Vec::as_slice));
-        // 200 ids of 24 bits, a 14-byte header and the CRC.
-        assert_eq!(bytes.len(), 14 + 600 + 4);
+        // 200 ids of 24 bits, the header and the CRC.
+        assert_eq!(bytes.len(), HEADER + 600 + 4);
+        // None: the header and the CRC.
+        let none: Vec<Vec<u64>> = vec![vec![]; 200];
+        assert_eq!(
+            encode_id_block(none.iter().map(Vec::as_slice)).len(),
+            HEADER + 4
+        );
     }
 
     #[test]
@@ -373,7 +431,7 @@ mod tests {
         let mut body = bytes[..bytes.len() - 4].to_vec();
         let packed_at = HEADER + 2 * ENTRY;
         body.truncate(packed_at);
-        let width = body[5] as usize;
+        let width = body[6] as usize;
         let mut packed = vec![0u8; (3 * width).div_ceil(8)];
         for (i, v) in [2u64, 1, 3].into_iter().enumerate() {
             write_bits(&mut packed, i * width, width as u32, v - 1);

@@ -48,16 +48,26 @@ impl Db {
         Ok(())
     }
 
-    /// Ingests the table file at `path` into table `t`'s family: its puts
-    /// and deletes take effect over everything stored before, atomically
-    /// and durably. The file is moved into the database (the name at
-    /// `path` is gone once this returns successfully).
+    /// Ingests the table file at `path` into table `t`'s family (the id
+    /// blocks' when `t` is the number of tables): its puts and deletes
+    /// take effect over everything stored before, atomically and durably.
+    /// The file is moved into the database (the name at `path` is gone
+    /// once this returns successfully).
     pub fn ingest_table_file(&self, t: usize, path: &Path) -> Result<()> {
         let mut options = IngestExternalFileOptions::default();
         options.set_move_files(true);
         self.db
-            .ingest_external_file_cf_opts(self.table(t)?, &options, vec![path])
+            .ingest_external_file_cf_opts(self.file_family(t)?, &options, vec![path])
             .map_err(db_error("ingesting a table file"))
+    }
+
+    /// Table `t`'s family, or the id blocks' when `t` is the number of
+    /// tables.
+    fn file_family(&self, t: usize) -> Result<&rocksdb::ColumnFamily> {
+        if t == self.tables {
+            return self.family(keys::ID_BLOCKS_FAMILY);
+        }
+        self.table(t)
     }
 
     /// Writes the memtables of the given tables' families to table files
@@ -66,7 +76,7 @@ impl Db {
     pub fn flush_tables(&self, tables: &[usize]) -> Result<()> {
         let families = tables
             .iter()
-            .map(|&t| self.table(t))
+            .map(|&t| self.file_family(t))
             .collect::<Result<Vec<_>>>()?;
         self.db
             .flush_cfs_opt(&families, &rocksdb::FlushOptions::default())

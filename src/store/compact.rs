@@ -12,7 +12,7 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use super::files::{self, Merged};
+use super::files::{self, Merged, MergedIds};
 use super::ids::{self, IdBuilder, IdTable, Overlay, Truth};
 use super::shared::Shared;
 use super::state::Pending;
@@ -129,8 +129,14 @@ pub(crate) fn merge_all(
                 shared.block_size,
                 &mut |key, values| builder.observe(key, values),
             )?;
+            let mut ids = MergedIds {
+                blocks: builder.blocks,
+                new_pairs: builder.new_pairs,
+                filed: false,
+            };
+            files::file_ids(shared, &out.removed, &mut ids)?;
             let mut merged = files::file(shared, 0, out)?;
-            merged.ids = Some((builder.blocks, builder.new_pairs));
+            merged.ids = Some(ids);
             return Ok(merged);
         }
         let out = merge(
@@ -167,7 +173,8 @@ pub(crate) fn tables_batch(outputs: &[Merged]) -> rocksdb::WriteBatch {
     let ids: usize = outputs
         .iter()
         .filter_map(|m| m.ids.as_ref())
-        .map(|(blocks, _)| blocks.byte_len() + 2 * blocks.len() * RECORD)
+        .filter(|ids| !ids.filed)
+        .map(|ids| ids.blocks.byte_len() + 2 * ids.blocks.len() * RECORD)
         .sum();
     let bytes = bytes + ids;
     crate::storage::batch_with_capacity(bytes + 4096)
@@ -233,13 +240,19 @@ pub(crate) fn write_ids(
     let Some(first) = outputs.first_mut() else {
         return Ok(Default::default());
     };
-    let (written, new_pairs) = first.ids.take().unwrap_or_default();
-    let family = db.family(keys::ID_BLOCKS_FAMILY)?;
-    for &key in &first.out.removed {
-        batch.delete_cf(family, keys::fingerprint(key));
-    }
-    for (key, bytes) in written.iter() {
-        batch.put_cf(family, keys::fingerprint(key), bytes);
+    let merged_ids = first.ids.get_or_insert_with(Default::default);
+    // The blocks go (memory held by the new id table, or the batch, holds
+    // them); the record of whether they were filed stays.
+    let written = std::mem::take(&mut merged_ids.blocks);
+    let new_pairs = merged_ids.new_pairs;
+    if !merged_ids.filed {
+        let family = db.family(keys::ID_BLOCKS_FAMILY)?;
+        for &key in &first.out.removed {
+            batch.delete_cf(family, keys::fingerprint(key));
+        }
+        for (key, bytes) in written.iter() {
+            batch.put_cf(family, keys::fingerprint(key), bytes);
+        }
     }
     let state = shared.state.read();
     let new0 = &first.out.state;

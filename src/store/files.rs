@@ -33,24 +33,40 @@ pub(crate) struct Merged {
     /// Blocks written to the table's file, when it has one: its block
     /// changes are there, not in `out`.
     pub filed: Option<usize>,
-    /// Table 0's only: the id blocks of its new blocks, and how many
-    /// pairs they hold that were not stored before (a bulk insert's).
-    pub ids: Option<(Added, u64)>,
+    /// Table 0's only: the id blocks of its new blocks.
+    pub ids: Option<MergedIds>,
+}
+
+/// The id blocks a merge of table 0 wrote.
+#[derive(Default)]
+pub(crate) struct MergedIds {
+    /// Keyed like the new table-0 blocks they belong to.
+    pub blocks: Added,
+    /// Pairs they hold that were not stored before (a bulk insert's).
+    pub new_pairs: u64,
+    /// Whether their changes went to the id blocks' table file (see
+    /// [`file_ids`]) instead of the write batch.
+    pub filed: bool,
 }
 
 fn dir(store: &Path) -> PathBuf {
     store.join(DIR_NAME)
 }
 
-fn path(store: &Path, t: usize) -> PathBuf {
+/// The file of table `t`; `t` equal to the number of tables names the id
+/// blocks' file.
+fn path(store: &Path, t: usize, tables: usize) -> PathBuf {
+    if t == tables {
+        return dir(store).join("id-blocks.sst");
+    }
     dir(store).join(format!("table-{t:03}.sst"))
 }
 
-/// A table's block changes in key order: deletes of old keys no new block
-/// takes over, puts of the new blocks.
-fn entries(out: &MergeOutput) -> impl Iterator<Item = TableFileEntry<'_>> {
-    let mut removed = out.removed.iter().copied().peekable();
-    let mut added = out.added.iter().peekable();
+/// Block changes in key order: deletes of `removed` keys no block of
+/// `added` takes over, puts of the `added` blocks.
+fn entries<'a>(removed: &'a [u64], added: &'a Added) -> impl Iterator<Item = TableFileEntry<'a>> {
+    let mut removed = removed.iter().copied().peekable();
+    let mut added = added.iter().peekable();
     std::iter::from_fn(move || match (removed.peek().copied(), added.peek()) {
         (Some(r), Some(&(a, _))) if r < a => {
             removed.next();
@@ -87,9 +103,11 @@ pub(crate) fn file(shared: &Shared, t: usize, mut out: MergeOutput) -> Result<Me
     debug_assert!(out.removed.windows(2).all(|w| w[0] < w[1]));
     let dir = dir(&shared.dir);
     std::fs::create_dir_all(&dir).map_err(io(&dir))?;
-    shared
-        .db
-        .write_table_file(&path(&shared.dir, t), entries(&out))?;
+    let tables = shared.plan.tables().len();
+    shared.db.write_table_file(
+        &path(&shared.dir, t, tables),
+        entries(&out.removed, &out.added),
+    )?;
     let written = out.added.len();
     out.added = Default::default();
     Ok(Merged {
@@ -99,11 +117,41 @@ pub(crate) fn file(shared: &Shared, t: usize, mut out: MergeOutput) -> Result<Me
     })
 }
 
-/// The tables whose block changes are in table files.
+/// Files the id blocks table 0's merge wrote (`ids`, replacing the blocks
+/// keyed `removed`) when they reach the table file threshold, as
+/// [`file`] does a table's blocks; they stay in `ids` (a store holding
+/// its tables in memory holds them).
+pub(crate) fn file_ids(shared: &Shared, removed: &[u64], ids: &mut MergedIds) -> Result<()> {
+    if ids.blocks.is_empty() && removed.is_empty()
+        || ids.blocks.byte_len() < shared.options.effective_table_file_bytes()
+    {
+        return Ok(());
+    }
+    let dir = dir(&shared.dir);
+    std::fs::create_dir_all(&dir).map_err(io(&dir))?;
+    let tables = shared.plan.tables().len();
+    shared.db.write_table_file(
+        &path(&shared.dir, tables, tables),
+        entries(removed, &ids.blocks),
+    )?;
+    ids.filed = true;
+    Ok(())
+}
+
+/// The tables whose block changes are in table files, then (numbered as
+/// the table after the last) the id blocks when theirs are.
 pub(crate) fn filed(merged: &[Merged]) -> Vec<usize> {
-    (0..merged.len())
+    let mut filed: Vec<usize> = (0..merged.len())
         .filter(|&t| merged[t].filed.is_some())
-        .collect()
+        .collect();
+    if merged
+        .first()
+        .and_then(|m| m.ids.as_ref())
+        .is_some_and(|ids| ids.filed)
+    {
+        filed.push(merged.len());
+    }
+    filed
 }
 
 /// The merged tables, to swap in.
@@ -201,7 +249,10 @@ fn ingest(shared: &Shared, filed: &[usize]) -> Result<()> {
         if shared.options.stop_table_files_after == Some(i) {
             return Err(stopped(format!("after {i} files")));
         }
-        shared.db.ingest_table_file(t, &path(&shared.dir, t))?;
+        let tables = shared.plan.tables().len();
+        shared
+            .db
+            .ingest_table_file(t, &path(&shared.dir, t, tables))?;
     }
     Ok(())
 }
@@ -243,13 +294,14 @@ pub(crate) fn finish_interrupted(db: &Db, store: &Path) -> Result<()> {
         };
         let tables = records::decode_table_files(&bytes).map_err(corrupt)?;
         for t in tables.into_iter().map(usize::from) {
-            if t >= db.tables() {
+            // The number after the last table names the id blocks.
+            if t > db.tables() {
                 return Err(corrupt(format!(
                     "names table {t} of a store with {}",
                     db.tables()
                 )));
             }
-            let file = path(store, t);
+            let file = path(store, t, db.tables());
             if file.try_exists().map_err(io(&file))? {
                 db.ingest_table_file(t, &file)?;
             }
@@ -281,7 +333,7 @@ mod tests {
     #[test]
     fn entries_delete_old_keys_no_new_block_takes_over() {
         let out = output(vec![1, 5, 9, 12], &[3, 5, 12, 20]);
-        let got: Vec<(u64, bool)> = entries(&out)
+        let got: Vec<(u64, bool)> = entries(&out.removed, &out.added)
             .map(|e| match e {
                 TableFileEntry::Put(key, _) => (key, true),
                 TableFileEntry::Delete(key) => (key, false),
@@ -299,8 +351,11 @@ mod tests {
             ]
         );
         let only_removed = output(vec![4, 8], &[]);
-        assert_eq!(entries(&only_removed).count(), 2);
+        assert_eq!(
+            entries(&only_removed.removed, &only_removed.added).count(),
+            2
+        );
         let only_added = output(vec![], &[2]);
-        assert_eq!(entries(&only_added).count(), 1);
+        assert_eq!(entries(&only_added.removed, &only_added.added).count(), 1);
     }
 }

@@ -323,6 +323,8 @@ pub(crate) struct Truth<'a> {
     /// The id block of `block`.
     id_bytes: Option<IdBytes<'a>>,
     at: usize,
+    /// Where the last fingerprint asked for starts in `extra`.
+    extra_at: usize,
 }
 
 impl<'a> Truth<'a> {
@@ -341,6 +343,7 @@ impl<'a> Truth<'a> {
             values: Vec::new(),
             id_bytes: None,
             at: 0,
+            extra_at: 0,
         }
     }
 
@@ -373,11 +376,23 @@ impl<'a> Truth<'a> {
         Ok(())
     }
 
-    /// `extra`'s ids of `fp`, increasing.
-    fn extra(&self, fp: u64) -> &'a [(u64, u64)] {
-        let from = self.extra.partition_point(|&(f, _)| f < fp);
-        let to = from + self.extra[from..].partition_point(|&(f, _)| f == fp);
-        &self.extra[from..to]
+    /// `extra`'s ids of `fp`, increasing (found from where the last
+    /// call's were: fingerprints come in increasing order).
+    fn extra(&mut self, fp: u64) -> &'a [(u64, u64)] {
+        let extra = self.extra;
+        let mut from = self.extra_at.min(extra.len());
+        if from > 0 && extra[from - 1].0 >= fp {
+            from = extra.partition_point(|&(f, _)| f < fp);
+        }
+        while from < extra.len() && extra[from].0 < fp {
+            from += 1;
+        }
+        let mut to = from;
+        while to < extra.len() && extra[to].0 == fp {
+            to += 1;
+        }
+        self.extra_at = from;
+        &extra[from..to]
     }
 
     /// `fp`'s ids into `out` (replaced); returns how many came from
