@@ -31,20 +31,35 @@ pub fn parse_id(s: &str) -> Result<u64, String> {
     }
 }
 
-/// The value of 16 hex digits, if they are.
+/// Each byte's value as a hex digit; 0xff for a byte that is not one.
+const HEX: [u8; 256] = {
+    let mut table = [0xff; 256];
+    let mut b = 0;
+    while b < 256 {
+        table[b] = match b as u8 {
+            c @ b'0'..=b'9' => c - b'0',
+            c @ b'a'..=b'f' => c - b'a' + 10,
+            c @ b'A'..=b'F' => c - b'A' + 10,
+            _ => 0xff,
+        };
+        b += 1;
+    }
+    table
+};
+
+/// The value of 16 hex digits, if they are (a table look-up a digit, with
+/// no branch on the digits: lines are read by the million).
 #[inline]
 fn hex16(digits: &[u8]) -> Option<u64> {
+    let digits: &[u8; 16] = digits.try_into().ok()?;
     let mut value = 0u64;
+    let mut invalid = 0u8;
     for &b in digits {
-        let digit = match b {
-            b'0'..=b'9' => b - b'0',
-            b'a'..=b'f' => b - b'a' + 10,
-            b'A'..=b'F' => b - b'A' + 10,
-            _ => return None,
-        };
-        value = value << 4 | u64::from(digit);
+        let digit = HEX[usize::from(b)];
+        invalid |= digit;
+        value = value << 4 | u64::from(digit & 0x0f);
     }
-    Some(value)
+    (invalid & 0xf0 == 0).then_some(value)
 }
 
 /// `FP` or `FP ID` exactly as a program writes them (16 hex digits, one

@@ -135,6 +135,10 @@ fn for_each_line<T>(
 pub struct Batcher<'a> {
     store: &'a Store,
     ack: bool,
+    /// The batch while it holds only inserts (as the bulk path takes
+    /// them).
+    inserts: Vec<(u64, Option<u64>)>,
+    /// The batch once it holds anything but inserts.
     ops: Vec<Op>,
     last_line: usize,
     /// Whether a batch took the bulk path.
@@ -155,6 +159,7 @@ impl<'a> Batcher<'a> {
         Self {
             store,
             ack,
+            inserts: Vec::new(),
             ops: Vec::new(),
             last_line: 0,
             bulk: false,
@@ -177,12 +182,29 @@ impl<'a> Batcher<'a> {
             |line, record, more| {
                 if let Some((fp, id)) = record {
                     let op = make(fp, id).map_err(|message| Failure::Input { line, message })?;
-                    self.mixed |= !matches!(op, Op::Insert { .. });
-                    self.ops.push(op);
+                    match op {
+                        Op::Insert { fingerprint, id } if !self.mixed => {
+                            self.inserts.push((fingerprint, id));
+                        }
+                        op => {
+                            if !self.mixed {
+                                self.mixed = true;
+                                self.ops = std::mem::take(&mut self.inserts)
+                                    .into_iter()
+                                    .map(|(fingerprint, id)| Op::Insert { fingerprint, id })
+                                    .collect();
+                            }
+                            self.ops.push(op);
+                        }
+                    }
                 }
                 self.last_line = line;
-                let limit = if self.mixed { MAX_BATCH } else { self.grown };
-                if self.ops.len() >= limit || (!more && !self.ops.is_empty()) {
+                let (held, limit) = if self.mixed {
+                    (self.ops.len(), MAX_BATCH)
+                } else {
+                    (self.inserts.len(), self.grown)
+                };
+                if held >= limit || (!more && held > 0) {
                     self.commit(out)?;
                 }
                 Ok(())
@@ -203,25 +225,16 @@ impl<'a> Batcher<'a> {
     }
 
     fn commit(&mut self, out: &mut impl Write) -> Result<(), Failure> {
-        if self.ops.is_empty() {
+        if self.ops.is_empty() && self.inserts.is_empty() {
             return Ok(());
         }
         let ops = std::mem::take(&mut self.ops);
-        let inserts: Option<Vec<(u64, Option<u64>)>> = ops
-            .iter()
-            .map(|op| match *op {
-                Op::Insert { fingerprint, id } => Some((fingerprint, id)),
-                _ => None,
-            })
-            .collect();
-        self.mixed = false;
-        match inserts {
+        let inserts = std::mem::take(&mut self.inserts);
+        let mixed = std::mem::replace(&mut self.mixed, false);
+        match mixed {
             // Large insert-only batches take the bulk path (whole blocks).
-            Some(pairs) => {
-                // The pairs are all that is needed (a large batch is
-                // memory the merge can use).
-                drop(ops);
-                let bulk = self.store.insert_bulk(&pairs)?;
+            false => {
+                let bulk = self.store.insert_bulk(&inserts)?;
                 self.bulk |= bulk;
                 if bulk {
                     let held =
@@ -229,7 +242,7 @@ impl<'a> Batcher<'a> {
                     self.grown = held.clamp(MIN_GROWN_BATCH, MAX_GROWN_BATCH);
                 }
             }
-            None => drop(self.store.apply(ops)?),
+            true => drop(self.store.apply(ops)?),
         }
         if self.ack {
             // A closed stdout must not pass for success: the rest of the

@@ -177,11 +177,30 @@ impl<'a> IdBlock<'a> {
 
     /// Parses an id block whose bytes were checked by [`parse`](Self::parse)
     /// before (held in memory since): the layout only, no CRC.
+    /// Reads the header and finds the list and the packed ids, without
+    /// walking the list ([`total`](Self::total) is then 0).
+    #[inline]
     pub fn parse_checked(bytes: &'a [u8]) -> Result<Self, String> {
         let body = bytes
             .get(..bytes.len().saturating_sub(4))
             .unwrap_or_default();
-        Self::parse_layout(body)
+        let header = body
+            .get(..HEADER)
+            .ok_or_else(|| format!("id block of {} bytes is too short", bytes.len()))?;
+        let multi = usize::from(u16::from_be_bytes([header[4], header[5]]));
+        let list_end = HEADER + multi * ENTRY;
+        let entries = body
+            .get(HEADER..list_end)
+            .ok_or_else(|| format!("id block of {} bytes ends in its list", bytes.len()))?;
+        Ok(Self {
+            count: usize::from(u16::from_be_bytes([header[1], header[2]])),
+            usual: usize::from(header[3].min(1)),
+            width: u32::from(header[6].min(64)),
+            base: u64::from_be_bytes(header[7..15].try_into().unwrap_or_default()),
+            multi: entries,
+            packed: &body[list_end..],
+            total: 0,
+        })
     }
 
     fn parse_layout(body: &'a [u8]) -> Result<Self, String> {
@@ -372,6 +391,7 @@ mod tests {
             assert_eq!(&block.ids(p), want, "position {p}");
         }
         let checked = IdBlock::parse_checked(&bytes).unwrap();
+        assert_eq!(checked.count(), lists.len());
         for (p, want) in lists.iter().enumerate() {
             assert_eq!(&checked.ids(p), want, "position {p}");
         }

@@ -28,9 +28,15 @@ pub(crate) fn insert_bulk(shared: &Shared, pairs: &[(u64, Option<u64>)]) -> Resu
     let plan = &shared.plan;
     let db = &shared.db;
 
-    let mut fps = super::sort::sorted_keys(pairs, |&(fp, _)| fp);
-    fps.dedup();
     let mut ids = super::sort::sorted_pairs(pairs);
+    // When every pair has an id, the sorted pairs give the fingerprints
+    // in order: no second sort.
+    let mut fps = if ids.len() == pairs.len() {
+        ids.iter().map(|&(fp, _)| fp).collect()
+    } else {
+        super::sort::sorted_keys(pairs, |&(fp, _)| fp)
+    };
+    fps.dedup();
     ids.dedup();
 
     let (tables, id_table, overlay, fold, adds, removes, counters) = {

@@ -75,6 +75,21 @@ impl IdTable {
         self.memory && self.slots.iter().any(|s| s.get().is_none())
     }
 
+    /// Asks the processor for slot `j` (the first stage of a staged
+    /// look-up).
+    #[inline]
+    pub fn touch_slot(&self, j: usize) {
+        crate::table::prefetch(self.slots.get(j..j + 1).unwrap_or_default());
+    }
+
+    /// Asks the processor for the start of slot `j`'s block, when held.
+    #[inline]
+    pub fn touch_block(&self, j: usize) {
+        if let Some(Held::Block(b)) = self.slots.get(j).and_then(OnceLock::get) {
+            crate::table::prefetch(&b[..b.len().min(64)]);
+        }
+    }
+
     /// Holds `bytes` as slot `j`'s block (read by the warming) unless it
     /// is held already; `count` is its table-0 block's.
     pub fn fill(&self, j: usize, bytes: &[u8], count: u16) {

@@ -270,28 +270,44 @@ fn accept(
     true
 }
 
-/// Sorts by distance then fingerprint, removes repeats, attaches ids
-/// (from `state`, the state the candidates were found in: read from
-/// memory, or from the id blocks on disk when the tables are kept there).
-fn finish(shared: &Shared, state: &State, mut found: Vec<(u64, u32)>) -> Result<Vec<Match>> {
-    found.sort_unstable_by_key(|&(fp, d)| (d, fp));
-    found.dedup();
+/// Sorts each query's candidates by distance then fingerprint, removes
+/// repeats and attaches ids, from `state` (the state the candidates were
+/// found in): looked up together for all the queries' matches (see
+/// [`State::ids_of_many`]), from memory, or from the id blocks on disk
+/// when the tables are kept there.
+fn finish_all(
+    shared: &Shared,
+    state: &State,
+    found: Vec<Vec<(u64, u32)>>,
+) -> Result<Vec<Vec<Match>>> {
     // A store without ids (fingerprints only) needs no lookups.
     let has_ids = state.ids > 0;
-    found
+    let mut fps = Vec::new();
+    let mut out: Vec<Vec<Match>> = found
         .into_iter()
-        .map(|(fingerprint, distance)| {
-            let mut ids = Vec::new();
+        .map(|mut f| {
+            f.sort_unstable_by_key(|&(fp, d)| (d, fp));
+            f.dedup();
             if has_ids {
-                state.ids_of(&shared.plan, fingerprint, &mut ids)?;
+                fps.extend(f.iter().map(|&(fp, _)| fp));
             }
-            Ok(Match {
-                fingerprint,
-                distance,
-                ids,
-            })
+            f.into_iter()
+                .map(|(fingerprint, distance)| Match {
+                    fingerprint,
+                    distance,
+                    ids: Vec::new(),
+                })
+                .collect()
         })
-        .collect()
+        .collect();
+    if !fps.is_empty() {
+        let mut ids = vec![Vec::new(); fps.len()];
+        state.ids_of_many(&shared.plan, &fps, &mut ids)?;
+        for (m, ids) in out.iter_mut().flatten().zip(ids) {
+            m.ids = ids;
+        }
+    }
+    Ok(out)
 }
 
 /// Every stored fingerprint within distance `k` of `fp`.
@@ -331,8 +347,7 @@ pub(crate) fn query_many(
     for group in fps.chunks(if first { FIRST_GROUP } else { GROUP }) {
         let state = shared.readable_state()?;
         let found = collect(shared, &state, probe, group, k, first)?;
-        for f in found {
-            let mut matches = finish(shared, &state, f)?;
+        for mut matches in finish_all(shared, &state, found)? {
             if first {
                 matches.truncate(1);
             }
@@ -411,9 +426,7 @@ pub(crate) fn query_batch(shared: &Shared, fps: &[u64], k: u32) -> Result<Vec<Ve
                 .map(|part| {
                     let state = &*state;
                     scope.spawn(move || {
-                        part.iter_mut()
-                            .map(|f| finish(shared, state, std::mem::take(f)))
-                            .collect::<Result<Vec<_>>>()
+                        finish_all(shared, state, part.iter_mut().map(std::mem::take).collect())
                     })
                 })
                 .collect();
@@ -477,10 +490,7 @@ fn in_shares(
 ) -> Result<Vec<Vec<Match>>> {
     let answer = |part: &[u64]| -> Result<Vec<Vec<Match>>> {
         let state = shared.readable_state()?;
-        find(&state, part)?
-            .into_iter()
-            .map(|f| finish(shared, &state, f))
-            .collect()
+        finish_all(shared, &state, find(&state, part)?)
     };
     if threads <= 1 {
         return answer(chunk);

@@ -606,14 +606,27 @@ impl TableState {
     /// Where the table holds the permuted fingerprint `x`: its block and
     /// its index among the block's fingerprints; `None` when it does not.
     pub fn position(&self, x: u64) -> Result<Option<(usize, usize)>> {
-        let Some(j) = self.directory.locate(&self.keys, x) else {
-            return Ok(None);
-        };
-        if self.keys[j] > x {
+        self.position_from(self.probe_start(x, x), x)
+    }
+
+    /// [`position`](Self::position) of `x` from its probe's start
+    /// (`probe_start(x, x)`, or its stages run for several values
+    /// together).
+    #[inline]
+    pub fn position_from(&self, start: ProbeStart, x: u64) -> Result<Option<(usize, usize)>> {
+        let j = start.block;
+        if self.keys.get(j).is_none_or(|&key| key > x) {
             return Ok(None);
         }
         match self.read(j)? {
-            Read::Packed(p) => Ok(p.position(x).map(|i| (j, i))),
+            Read::Packed(p) => {
+                let mut found = false;
+                p.visit(start.from, x, |v| {
+                    found = v == x;
+                    false
+                });
+                Ok(found.then(|| (j, start.from.index())))
+            }
             Read::Encoded(bytes, verified) => {
                 let (view, code) = self.parse(j, &bytes, verified)?;
                 let mut values = Vec::with_capacity(view.count());
