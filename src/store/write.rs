@@ -303,13 +303,19 @@ impl Staged {
 
     /// The ids `fp` had before the group (see [`Staged::stored`]).
     fn stored(&mut self, shared: &Shared, fp: u64) -> Result<&(Vec<u64>, Vec<u64>)> {
-        if let std::collections::hash_map::Entry::Vacant(e) = self.stored.entry(fp) {
+        if !self.stored.contains_key(&fp) {
+            // Only a fingerprint in the tables has an id block to read (a
+            // read of its table-0 block and id block, from disk when the
+            // tables are kept there): most inserted ones are new.
+            let in_tables = self.placement(shared, fp)?.in_tables;
             let state = shared.state.read();
             let mut base = Vec::new();
-            state.base_ids(&shared.plan, fp, &mut base)?;
+            if in_tables {
+                state.base_ids(&shared.plan, fp, &mut base)?;
+            }
             let mut all = base.clone();
             state.overlay.apply(fp, &mut all);
-            e.insert((base, all));
+            self.stored.insert(fp, (base, all));
         }
         Ok(&self.stored[&fp])
     }
