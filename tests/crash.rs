@@ -23,9 +23,10 @@ use simstore::{Options, Store};
 struct Expect {
     /// Acknowledged state: present with these ids, or absent.
     model: Model,
-    /// Fingerprints whose last operation was announced but not acknowledged:
-    /// either outcome is allowed, and an id announced for it may exist.
-    in_doubt: HashMap<u64, Option<u64>>,
+    /// Fingerprints whose last operation was announced but not
+    /// acknowledged (the operation and its id): the state before it or
+    /// after it is allowed.
+    in_doubt: HashMap<u64, (String, Option<u64>)>,
 }
 
 fn cycles() -> usize {
@@ -69,7 +70,7 @@ fn crash_loop(durability: &str, seed: u64) {
                     let fp = u64::from_str_radix(fp, 16).unwrap();
                     let id = rest.first().map(|i| i.parse().unwrap());
                     pending.insert(t.parse().unwrap(), (op.to_string(), fp, id));
-                    expect.in_doubt.insert(fp, id);
+                    expect.in_doubt.insert(fp, (op.to_string(), id));
                 }
                 ["ack", t, op, fp, rest @ ..] => {
                     let fp = u64::from_str_radix(fp, 16).unwrap();
@@ -77,10 +78,7 @@ fn crash_loop(durability: &str, seed: u64) {
                         .remove(&t.parse().unwrap())
                         .expect("ack without try");
                     assert_eq!((p_op.as_str(), p_fp), (*op, fp));
-                    match *op {
-                        "insert" => expect.model.insert(fp, Some(rest[0].parse().unwrap())),
-                        _ => expect.model.delete_fingerprint(fp),
-                    }
+                    apply(&mut expect.model, op, fp, rest);
                     expect.in_doubt.remove(&fp);
                     acked_total += 1;
                 }
@@ -103,30 +101,52 @@ fn crash_loop(durability: &str, seed: u64) {
     assert!(acked_total > 0);
 }
 
+/// Applies one acknowledged workload operation to the model.
+fn apply(model: &mut Model, op: &str, fp: u64, rest: &[&str]) {
+    match op {
+        "insert" => model.insert(fp, Some(rest[0].parse().unwrap())),
+        "remove" => model.delete(fp, rest[0].parse().unwrap()),
+        _ => model.delete_fingerprint(fp),
+    }
+}
+
 /// Reopens the store and checks it against the acknowledged model, then
 /// folds the in-doubt operations into the model as they turned out.
 fn check(dir: &std::path::Path, expect: &mut Expect, cycle: usize) {
     let store = Store::open(dir, &Options::new().manual_compaction(true)).unwrap();
     let report = store.verify().unwrap();
     assert!(report.ok(), "cycle {cycle}: verify: {:?}", report.problems);
-    // Resolve in-doubt fingerprints by what the store holds.
-    for (&fp, &id) in &expect.in_doubt {
-        let found = store.query(fp, 0).unwrap();
-        match found.first() {
-            Some(m) => {
-                let ids: BTreeSet<u64> = m.ids.iter().copied().collect();
-                let known = expect.model.fps.get(&fp).cloned().unwrap_or_default();
-                let extra: Vec<&u64> = ids.difference(&known).collect();
-                assert!(
-                    extra.iter().all(|&&e| Some(e) == id),
-                    "cycle {cycle}: {fp:016x} has unexpected ids {extra:?}"
-                );
-                expect.model.fps.insert(fp, ids);
-            }
-            None => {
-                expect.model.fps.remove(&fp);
-            }
-        }
+    // Resolve in-doubt fingerprints by what the store holds: the state
+    // before the operation, or after it.
+    for (&fp, (op, id)) in &expect.in_doubt {
+        let found: Option<BTreeSet<u64>> = store
+            .query(fp, 0)
+            .unwrap()
+            .first()
+            .map(|m| m.ids.iter().copied().collect());
+        let before = expect.model.fps.get(&fp).cloned();
+        let mut after = expect.model.clone();
+        let id = id.map(|i| i.to_string());
+        apply(
+            &mut after,
+            op,
+            fp,
+            id.as_slice()
+                .iter()
+                .map(String::as_str)
+                .collect::<Vec<_>>()
+                .as_slice(),
+        );
+        let after = after.fps.get(&fp).cloned();
+        assert!(
+            found == before || found == after,
+            "cycle {cycle}: {fp:016x} after an unacknowledged {op}: {found:?}, \
+             neither {before:?} nor {after:?}"
+        );
+        match found {
+            Some(ids) => expect.model.fps.insert(fp, ids),
+            None => expect.model.fps.remove(&fp),
+        };
     }
     expect.in_doubt.clear();
     let touched: Vec<u64> = expect.model.fps.keys().copied().collect();
@@ -172,10 +192,7 @@ fn workload_runs_to_completion_and_agrees() {
         let f: Vec<&str> = line.split(' ').collect();
         if let ["ack", _, op, fp, rest @ ..] = f.as_slice() {
             let fp = u64::from_str_radix(fp, 16).unwrap();
-            match *op {
-                "insert" => model.insert(fp, Some(rest[0].parse().unwrap())),
-                _ => model.delete_fingerprint(fp),
-            }
+            apply(&mut model, op, fp, rest);
         }
     }
     let store = Store::open(&dir, &Options::new()).unwrap();

@@ -178,6 +178,60 @@ fn corrupt_block_is_reported_by_query_and_verify() {
     );
 }
 
+/// A damaged or missing id block is reported as the corruption of that
+/// id block, by the queries whose matches it holds ids for (in memory
+/// and from disk) and by verify; never answered as a match without ids.
+#[test]
+fn corrupt_or_missing_id_blocks_are_reported_by_query_and_verify() {
+    for (damage, budget) in [(true, None), (true, Some(0u64)), (false, None)] {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s");
+        drop(filled(&path, 500));
+        let key = {
+            let db = raw_db(&path);
+            let cf = db.cf_handle("id-blocks").unwrap();
+            let mut it = db.raw_iterator_cf(cf);
+            it.seek_to_first();
+            it.next();
+            let key = u64::from_be_bytes(it.key().unwrap().try_into().unwrap());
+            if damage {
+                let mut value = it.value().unwrap().to_vec();
+                value[16] ^= 0x08;
+                db.put_cf(cf, key.to_be_bytes(), &value).unwrap();
+            } else {
+                db.delete_cf(cf, key.to_be_bytes()).unwrap();
+            }
+            key
+        };
+        let mut options = Options::new();
+        if let Some(b) = budget {
+            options = options.memory_budget(b);
+        }
+        let store = Store::open(&path, &options).unwrap();
+        store.wait_warm();
+        // Table 0 is the identity: its block's key is a stored fingerprint.
+        let expect_corrupt = |what: &str, got: Result<(), Error>| match got {
+            Err(Error::Corrupt {
+                location: Location::IdBlock { key: k },
+                ..
+            }) => assert_eq!(k, key, "{what}"),
+            other => panic!("{what}: expected id block corruption, got {other:?}"),
+        };
+        expect_corrupt("query", store.query(key, 0).map(drop));
+        expect_corrupt("query_batch", store.query_batch(&[key], 3).map(drop));
+        expect_corrupt("ids", store.ids(key).map(drop));
+        let report = store.verify().unwrap();
+        assert!(
+            report
+                .problems
+                .iter()
+                .any(|p| p.contains(&format!("id block {key:016x}"))),
+            "{:?}",
+            report.problems
+        );
+    }
+}
+
 #[test]
 fn corrupt_manifest_and_code_are_reported_at_open() {
     let dir = tempfile::tempdir().unwrap();

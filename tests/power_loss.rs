@@ -62,7 +62,8 @@ fn shim() -> &'static Path {
 /// One writer operation as the child announced it.
 #[derive(Clone, Debug)]
 struct Op {
-    insert: bool,
+    /// `insert`, `delete` (the fingerprint) or `remove` (one id).
+    kind: String,
     fp: u64,
     id: Option<u64>,
     /// When the parent read the acknowledgement.
@@ -91,7 +92,7 @@ fn parse(lines: &[(Instant, String)]) -> BTreeMap<u64, Writer> {
         let id = rest.first().and_then(|i| i.parse().ok());
         let w = writers.entry(t).or_default();
         let op = Op {
-            insert: op == "insert",
+            kind: op.to_string(),
             fp,
             id,
             acked_at: None,
@@ -104,7 +105,7 @@ fn parse(lines: &[(Instant, String)]) -> BTreeMap<u64, Writer> {
             w.in_doubt = Some(op);
         } else {
             let mut announced = w.in_doubt.take().expect("ack without try");
-            assert_eq!((announced.insert, announced.fp), (op.insert, op.fp));
+            assert_eq!((&announced.kind, announced.fp), (&op.kind, op.fp));
             announced.acked_at = Some(*at);
             w.acked.push(announced);
         }
@@ -198,10 +199,10 @@ fn matching_prefix(
         .collect();
     let mut best = mismatched.is_empty().then_some(0);
     for (i, op) in ops.iter().enumerate() {
-        if op.insert {
-            model.insert(op.fp, op.id);
-        } else {
-            model.delete_fingerprint(op.fp);
+        match (op.kind.as_str(), op.id) {
+            ("insert", id) => model.insert(op.fp, id),
+            ("remove", Some(id)) => model.delete(op.fp, id),
+            _ => model.delete_fingerprint(op.fp),
         }
         if differs(&model, op.fp) {
             mismatched.insert(op.fp);

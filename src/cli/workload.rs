@@ -5,7 +5,9 @@
 //! process at any moment knows exactly what must have survived.
 //!
 //! Lines: `try T insert FP ID`, `ack T insert FP ID`,
-//! `try T delete FP`, `ack T delete FP`, `compacted`. Thread `T` only
+//! `try T delete FP`, `ack T delete FP` (the fingerprint and all its ids),
+//! `try T remove FP ID`, `ack T remove FP ID` (one id; the fingerprint
+//! too when it was its last), `compacted`. Thread `T` only
 //! touches fingerprints `fp` with `fp % threads == T`, so each
 //! fingerprint's history is one thread's sequence.
 
@@ -56,10 +58,27 @@ pub fn run(
             std::thread::spawn(move || -> simstore::Result<()> {
                 let mut rng = Rng(seed ^ (t << 56) ^ 0x5eed);
                 let mut mine: Vec<u64> = Vec::new();
+                // The ids this thread gave each of its fingerprints.
+                let mut ids: std::collections::HashMap<u64, Vec<u64>> = Default::default();
                 for n in 0..ops {
                     let r = rng.next();
-                    if r.is_multiple_of(4) && !mine.is_empty() {
+                    if r % 8 == 1 && !mine.is_empty() {
+                        let fp = mine[(r >> 8) as usize % mine.len()];
+                        let held = ids.entry(fp).or_default();
+                        if held.is_empty() {
+                            continue;
+                        }
+                        let id = held.swap_remove((r >> 20) as usize % held.len());
+                        say(format!("try {t} remove {fp:016x} {id}"));
+                        store.delete(fp, id)?;
+                        say(format!("ack {t} remove {fp:016x} {id}"));
+                        if held.is_empty() {
+                            ids.remove(&fp);
+                            mine.retain(|&m| m != fp);
+                        }
+                    } else if r.is_multiple_of(4) && !mine.is_empty() {
                         let fp = mine.swap_remove((r >> 8) as usize % mine.len());
+                        ids.remove(&fp);
                         say(format!("try {t} delete {fp:016x}"));
                         store.delete_fingerprint(fp)?;
                         say(format!("ack {t} delete {fp:016x}"));
@@ -79,6 +98,7 @@ pub fn run(
                         if !mine.contains(&fp) {
                             mine.push(fp);
                         }
+                        ids.entry(fp).or_default().push(id);
                     }
                 }
                 Ok(())
