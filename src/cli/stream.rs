@@ -58,8 +58,8 @@ impl From<io::Error> for Failure {
 
 /// Reads lines, parsing each with `parse`, and hands them to `sink`
 /// together with whether more input is already available (read and
-/// waiting), so callers can commit or flush exactly when the next line
-/// would have to be waited for.
+/// waiting, or arriving within `patience`), so callers can commit or flush
+/// exactly when the next line would have to be waited for.
 ///
 /// A reader thread reads ahead into chunks of whole lines; a chunk is
 /// handed over as soon as reading on would block (or at 64 KiB), so an
@@ -68,6 +68,7 @@ impl From<io::Error> for Failure {
 /// read; the process exits without waiting for it.
 fn for_each_line<T>(
     input: impl Read + Send + 'static,
+    patience: std::time::Duration,
     parse: impl Fn(&str) -> Result<Option<T>, String>,
     mut sink: impl FnMut(usize, Option<T>, bool) -> Result<(), Failure>,
 ) -> Result<(), Failure> {
@@ -115,7 +116,11 @@ fn for_each_line<T>(
                 .and_then(|s| parse(s.trim_end_matches(['\n', '\r'])));
             let more = !rest.is_empty() || {
                 if next.is_none() {
-                    next = rx.try_recv().ok();
+                    next = if patience.is_zero() {
+                        rx.try_recv().ok()
+                    } else {
+                        rx.recv_timeout(patience).ok()
+                    };
                 }
                 next.is_some()
             };
@@ -130,6 +135,10 @@ fn for_each_line<T>(
     }
     Ok(())
 }
+
+/// How long `add` and `delete` without `--ack` wait for more input before
+/// committing what they have read.
+const UNACKED_PATIENCE: std::time::Duration = std::time::Duration::from_millis(100);
 
 /// Commits input lines as store operations in batches.
 pub struct Batcher<'a> {
@@ -176,8 +185,18 @@ impl<'a> Batcher<'a> {
         out: &mut impl Write,
         make: impl Fn(u64, Option<u64>) -> Result<Op, String>,
     ) -> Result<(), Failure> {
+        // Without acknowledgements nobody waits for a commit, so a pause in
+        // the input shorter than this does not end a batch: a writer that
+        // cannot keep up with the parser would otherwise cut a bulk load
+        // into several merges.
+        let patience = if self.ack {
+            std::time::Duration::ZERO
+        } else {
+            UNACKED_PATIENCE
+        };
         let result = for_each_line(
             input,
+            patience,
             |s| parse_record(s, true),
             |line, record, more| {
                 if let Some((fp, id)) = record {
@@ -271,7 +290,7 @@ pub fn query(
     let parse = |s: &str| parse_record(s, false).map(|r| r.map(|(fp, _)| fp));
     if batch {
         let mut queries = Vec::new();
-        let read = for_each_line(input, parse, |_, fp, _| {
+        let read = for_each_line(input, std::time::Duration::ZERO, parse, |_, fp, _| {
             queries.extend(fp);
             Ok(())
         });
@@ -295,7 +314,7 @@ pub fn query(
         Store::QUERY_GROUP
     };
     let mut waiting = Vec::with_capacity(group);
-    let result = for_each_line(input, parse, |_, fp, more| {
+    let result = for_each_line(input, std::time::Duration::ZERO, parse, |_, fp, more| {
         waiting.extend(fp);
         if waiting.len() == group || !more {
             answer(store, out, &mut line, &mut waiting, k, first)?;
