@@ -155,20 +155,9 @@ fn index_records_list_the_stored_blocks() {
 fn format_1_stores_are_upgraded_when_opened() {
     use simstore::format::manifest::Manifest;
     use simstore::{Options, Store};
-    let fixtures = std::path::Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures"));
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("s");
-    copy_tree(&fixtures.join("format-2"), &path);
-    let queries: Vec<u64> = std::fs::read_to_string(fixtures.join("format-2.queries"))
-        .unwrap()
-        .lines()
-        .map(|l| u64::from_str_radix(l, 16).unwrap())
-        .collect();
-    let want: Vec<String> = std::fs::read_to_string(fixtures.join("format-2.answers"))
-        .unwrap()
-        .lines()
-        .map(str::to_string)
-        .collect();
+    let (queries, want) = format_2_fixture(&path);
     let tables = 4u16;
     {
         let db = raw_db(&path);
@@ -191,14 +180,8 @@ fn format_1_stores_are_upgraded_when_opened() {
     assert_eq!(answer_lines(&store, &queries), want);
     assert!(store.verify().unwrap().ok());
     drop(store);
-    assert_eq!(
-        std::fs::read_to_string(path.join("SIMSTORE")).unwrap(),
-        "simstore store\nformat 3\n"
-    );
     {
-        let db = raw_db(&path);
-        let manifest = Manifest::decode(&db.get(b"manifest").unwrap().unwrap()).unwrap();
-        assert_eq!(manifest.version, 3);
+        let db = upgraded_to_3(&path);
         for t in 0..tables {
             let listed = decode_index(&db.get(index_key(t)).unwrap().unwrap()).unwrap();
             assert!(listed.len() > 10);
@@ -240,6 +223,38 @@ fn copy_tree(from: &std::path::Path, to: &std::path::Path) {
     }
 }
 
+/// Checks that the closed store at `path` says format 3 in its marker and
+/// manifest; returns its database.
+fn upgraded_to_3(path: &std::path::Path) -> rocksdb::DB {
+    use simstore::format::manifest::Manifest;
+    assert_eq!(
+        std::fs::read_to_string(path.join("SIMSTORE")).unwrap(),
+        "simstore store\nformat 3\n"
+    );
+    let db = raw_db(path);
+    let manifest = Manifest::decode(&db.get(b"manifest").unwrap().unwrap()).unwrap();
+    assert_eq!(manifest.version, 3);
+    db
+}
+
+/// Copies the format-2 fixture store to `path`; returns its queries and
+/// the answers the release that wrote it gave, as `answer_lines` has them.
+fn format_2_fixture(path: &std::path::Path) -> (Vec<u64>, Vec<String>) {
+    let fixtures = std::path::Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures"));
+    copy_tree(&fixtures.join("format-2"), path);
+    let queries = std::fs::read_to_string(fixtures.join("format-2.queries"))
+        .unwrap()
+        .lines()
+        .map(|l| u64::from_str_radix(l, 16).unwrap())
+        .collect();
+    let want = std::fs::read_to_string(fixtures.join("format-2.answers"))
+        .unwrap()
+        .lines()
+        .map(str::to_string)
+        .collect();
+    (queries, want)
+}
+
 /// `query fingerprint distance ids` lines, as the fixture's answers file
 /// has them.
 fn answer_lines(store: &simstore::Store, queries: &[u64]) -> Vec<String> {
@@ -266,22 +281,10 @@ fn answer_lines(store: &simstore::Store, queries: &[u64]) -> Vec<String> {
 /// `ids` family, and answers the same after a reopen and a compaction.
 #[test]
 fn format_2_stores_of_the_last_release_are_upgraded_when_opened() {
-    use simstore::format::manifest::Manifest;
     use simstore::{Options, Store};
-    let fixtures = std::path::Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures"));
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("s");
-    copy_tree(&fixtures.join("format-2"), &path);
-    let queries: Vec<u64> = std::fs::read_to_string(fixtures.join("format-2.queries"))
-        .unwrap()
-        .lines()
-        .map(|l| u64::from_str_radix(l, 16).unwrap())
-        .collect();
-    let want: Vec<String> = std::fs::read_to_string(fixtures.join("format-2.answers"))
-        .unwrap()
-        .lines()
-        .map(str::to_string)
-        .collect();
+    let (queries, want) = format_2_fixture(&path);
     assert!(
         want.iter().any(|l| l.ends_with(' ')),
         "a fingerprint without ids"
@@ -301,14 +304,8 @@ fn format_2_stores_of_the_last_release_are_upgraded_when_opened() {
         (2658, 2766, 120)
     );
     drop(store);
-    assert_eq!(
-        std::fs::read_to_string(path.join("SIMSTORE")).unwrap(),
-        "simstore store\nformat 3\n"
-    );
     {
-        let db = raw_db(&path);
-        let manifest = Manifest::decode(&db.get(b"manifest").unwrap().unwrap()).unwrap();
-        assert_eq!(manifest.version, 3);
+        let db = upgraded_to_3(&path);
         let ids = db.cf_handle("ids").unwrap();
         // The 120 pending fingerprints' pairs, plus the pairs written since
         // the fixture's last merge: ids added to fingerprints in the
