@@ -282,8 +282,18 @@ impl<'a> IdBlock<'a> {
     /// Checks that every fingerprint's ids increase and that no id
     /// overflows (`base` plus the stored offset).
     fn check_ids(&self) -> Result<(), String> {
+        // One pass: positions in order, the list's entries met in order.
+        let mut listed = self.multi.chunks_exact(ENTRY).peekable();
+        let mut start = 0usize;
         for position in 0..self.count {
-            let (start, n) = self.span(position);
+            let n = match listed.peek() {
+                Some(e) if usize::from(u16::from_be_bytes([e[0], e[1]])) == position => {
+                    let e = listed.next().unwrap_or_default();
+                    u32::from_be_bytes([e[2], e[3], e[4], e[5]]) as usize
+                }
+                _ => self.usual,
+            };
+            debug_assert_eq!((start, n), self.span(position));
             let mut previous: Option<u64> = None;
             for i in start..start + n {
                 let id = self
@@ -295,6 +305,7 @@ impl<'a> IdBlock<'a> {
                 }
                 previous = Some(id);
             }
+            start += n;
         }
         Ok(())
     }

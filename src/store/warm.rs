@@ -206,19 +206,28 @@ pub(crate) fn warm(shared: &Shared) -> Result<()> {
         }
         fill_table(&shared.db, t, table, &stop)
     };
+    // The id blocks are read beside the tables, as one more job.
+    let id_table = Arc::clone(&shared.state.read().id_table);
+    let job = |j: usize| -> Result<Option<Vec<(u64, String)>>> {
+        if j < snapshot.len() {
+            return read(j);
+        }
+        if let Some(table0) = snapshot.first() {
+            if id_table.has_unread() && !stop() {
+                fill_ids(&shared.db, table0, &id_table, &stop)?;
+            }
+        }
+        Ok(Some(Vec::new()))
+    };
     let mut problems = Vec::new();
-    for found in super::parallel::map_indexed(snapshot.len(), super::parallel::cores(), read) {
+    let jobs = super::parallel::map_indexed(snapshot.len() + 1, super::parallel::cores(), job);
+    for found in jobs.into_iter().take(snapshot.len() + 1) {
         match found? {
             Some(found) => problems.push(found),
             None => return Ok(()),
         }
     }
-    let id_table = Arc::clone(&shared.state.read().id_table);
-    if let Some(table0) = snapshot.first() {
-        if id_table.has_unread() && !stop() {
-            fill_ids(&shared.db, table0, &id_table, &stop)?;
-        }
-    }
+    problems.truncate(snapshot.len());
     drop((running, snapshot));
     // Blocks held already by probes when the scan found them unlisted
     // neighbours are marked in a new snapshot of their tables.
