@@ -30,26 +30,53 @@ fn list<T>(items: &[T], f: impl Fn(&T) -> String) -> String {
     format!("[{}]", parts.join(","))
 }
 
+/// Appends `v` as 16 lower-case hex digits (as `{v:016x}` formats it,
+/// without the formatting machinery: a query line prints one per match).
+fn push_hex(line: &mut String, v: u64) {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    let mut buf = [0u8; 16];
+    for (i, b) in buf.iter_mut().enumerate() {
+        *b = DIGITS[(v >> (60 - 4 * i) & 0xf) as usize];
+    }
+    line.push_str(std::str::from_utf8(&buf).unwrap_or_default());
+}
+
+/// Appends `v` in decimal (as `{v}` formats it).
+fn push_decimal(line: &mut String, mut v: u64) {
+    let mut buf = [0u8; 20];
+    let mut at = buf.len();
+    loop {
+        at -= 1;
+        buf[at] = b'0' + (v % 10) as u8;
+        v /= 10;
+        if v == 0 {
+            break;
+        }
+    }
+    line.push_str(std::str::from_utf8(&buf[at..]).unwrap_or_default());
+}
+
 /// Appends one query's result line (without its newline) to `line`; the
 /// CLI reuses one buffer for every answer instead of building strings
 /// per match.
 pub fn push_query_result(line: &mut String, query: u64, matches: &[Match]) {
-    // Writing into a String cannot fail.
-    let _ = write!(line, "{{\"query\":\"{query:016x}\",\"matches\":[");
+    line.push_str("{\"query\":\"");
+    push_hex(line, query);
+    line.push_str("\",\"matches\":[");
     for (i, m) in matches.iter().enumerate() {
         if i > 0 {
             line.push(',');
         }
-        let _ = write!(
-            line,
-            "{{\"fingerprint\":\"{:016x}\",\"distance\":{},\"ids\":[",
-            m.fingerprint, m.distance
-        );
-        for (j, id) in m.ids.iter().enumerate() {
+        line.push_str("{\"fingerprint\":\"");
+        push_hex(line, m.fingerprint);
+        line.push_str("\",\"distance\":");
+        push_decimal(line, u64::from(m.distance));
+        line.push_str(",\"ids\":[");
+        for (j, &id) in m.ids.iter().enumerate() {
             if j > 0 {
                 line.push(',');
             }
-            let _ = write!(line, "{id}");
+            push_decimal(line, id);
         }
         line.push_str("]}");
     }
@@ -108,6 +135,30 @@ mod tests {
         let mut line = String::new();
         super::push_query_result(&mut line, query, matches);
         line
+    }
+
+    /// The hand-written digits are what the formatting machinery writes.
+    #[test]
+    fn digits_match_the_formatter() {
+        for v in [
+            0,
+            1,
+            9,
+            10,
+            42,
+            255,
+            1 << 32,
+            u64::MAX - 1,
+            u64::MAX,
+            0x0123_4567_89ab_cdef,
+        ] {
+            let mut hex = String::new();
+            super::push_hex(&mut hex, v);
+            assert_eq!(hex, format!("{v:016x}"));
+            let mut decimal = String::new();
+            super::push_decimal(&mut decimal, v);
+            assert_eq!(decimal, v.to_string());
+        }
     }
 
     #[test]
