@@ -79,6 +79,16 @@ pub const ID_BLOCKS_FAMILY: &str = "id-blocks";
 /// Value of an `ids` key naming a pair of an id block that was removed.
 pub const ID_REMOVED: &[u8] = &[0];
 
+/// The value of an `ids` key: empty for a pair added outside the id
+/// blocks, [`ID_REMOVED`] for one of an id block removed.
+pub fn id_mark(added: bool) -> &'static [u8] {
+    if added {
+        &[]
+    } else {
+        ID_REMOVED
+    }
+}
+
 /// Decodes the value of an `ids` key: `true` for a pair added outside
 /// the id blocks, `false` for one of an id block removed.
 pub fn parse_id_mark(value: &[u8]) -> Option<bool> {
@@ -111,5 +121,9 @@ mod tests {
         assert_eq!(parse_fingerprint(&[1, 2, 3]), None);
         assert_eq!(parse_id_pair(&[0; 17]), None);
         assert_eq!(table_family(7), "table-007");
+        for added in [true, false] {
+            assert_eq!(parse_id_mark(id_mark(added)), Some(added));
+        }
+        assert_eq!(parse_id_mark(&[1]), None);
     }
 }

@@ -276,8 +276,7 @@ pub(crate) fn write_ids(
         batch.delete_cf(ids_cf, keys::id_pair(fp, id));
     }
     for (fp, id, added) in reconciled.puts {
-        let value: &[u8] = if added { &[] } else { keys::ID_REMOVED };
-        batch.put_cf(ids_cf, keys::id_pair(fp, id), value);
+        batch.put_cf(ids_cf, keys::id_pair(fp, id), keys::id_mark(added));
     }
     Ok((Arc::new(table), reconciled.overlay, new_pairs))
 }

@@ -245,11 +245,11 @@ pub(crate) fn commit(
 
 /// Ingests the filed tables' files.
 fn ingest(shared: &Shared, filed: &[usize]) -> Result<()> {
+    let tables = shared.plan.tables().len();
     for (i, &t) in filed.iter().enumerate() {
         if shared.options.stop_table_files_after == Some(i) {
             return Err(stopped(format!("after {i} files")));
         }
-        let tables = shared.plan.tables().len();
         shared
             .db
             .ingest_table_file(t, &path(&shared.dir, t, tables))?;

@@ -15,7 +15,7 @@ use std::sync::{Arc, OnceLock};
 
 use crate::error::{Error, Location, Result};
 use crate::format::ids::{IdBlock, IdBlockWriter};
-use crate::table::{Added, TableState};
+use crate::table::{Added, Bytes, TableState};
 
 /// Where id blocks not held in memory are read from.
 pub(crate) trait IdSource: Send + Sync + std::fmt::Debug {
@@ -110,15 +110,15 @@ impl IdTable {
 
     /// Slot `j`'s id block (checked), `table0`'s block `j` being the
     /// table-0 block it belongs to: borrowed when held, else read.
-    pub fn block<'s>(&'s self, table0: &TableState, j: usize) -> Result<IdBytes<'s>> {
+    pub fn block<'s>(&'s self, table0: &TableState, j: usize) -> Result<Bytes<'s>> {
         let key = table0.keys()[j];
         let slot = &self.slots[j];
         match slot.get() {
-            Some(Held::Block(b)) => return Ok(IdBytes::Held(b)),
+            Some(Held::Block(b)) => return Ok(Bytes::Held(b)),
             Some(Held::Corrupt(reason)) => return Err(corrupt(key, reason.to_string())),
             None => {}
         }
-        let count = table0.counts().nth(j).unwrap_or(0);
+        let count = table0.count(j);
         let source = self
             .source
             .as_ref()
@@ -128,12 +128,12 @@ impl IdTable {
             .ok_or_else(|| corrupt(key, "the id block is missing"))?;
         if self.memory {
             return match slot.get_or_init(|| hold(bytes, count)) {
-                Held::Block(b) => Ok(IdBytes::Held(b)),
+                Held::Block(b) => Ok(Bytes::Held(b)),
                 Held::Corrupt(reason) => Err(corrupt(key, reason.to_string())),
             };
         }
         check(&bytes, count).map_err(|r| corrupt(key, r))?;
-        Ok(IdBytes::Fetched(bytes))
+        Ok(Bytes::Fetched(bytes))
     }
 
     /// Appends the ids stored in slot `j`'s block for position `position`
@@ -176,22 +176,6 @@ impl IdTable {
             source: self.source.clone(),
             memory: self.memory,
         })
-    }
-}
-
-/// An id block's checked bytes: held by an [`IdTable`], or read.
-pub(crate) enum IdBytes<'a> {
-    Held(&'a [u8]),
-    Fetched(Arc<[u8]>),
-}
-
-impl std::ops::Deref for IdBytes<'_> {
-    type Target = [u8];
-    fn deref(&self) -> &[u8] {
-        match self {
-            IdBytes::Held(b) => b,
-            IdBytes::Fetched(b) => b,
-        }
     }
 }
 
@@ -336,7 +320,7 @@ pub(crate) struct Truth<'a> {
     block: Option<usize>,
     values: Vec<u64>,
     /// The id block of `block`.
-    id_bytes: Option<IdBytes<'a>>,
+    id_bytes: Option<Bytes<'a>>,
     at: usize,
     /// Where the last fingerprint asked for starts in `extra`.
     extra_at: usize,
@@ -415,15 +399,21 @@ impl<'a> Truth<'a> {
     pub fn ids(&mut self, fp: u64, out: &mut Vec<u64>) -> Result<u64> {
         self.base(fp, out)?;
         self.overlay.apply(fp, out);
-        let mut new = 0;
-        for &(_, id) in self.extra(fp) {
-            if let Err(at) = out.binary_search(&id) {
-                out.insert(at, id);
-                new += 1;
-            }
-        }
-        Ok(new)
+        Ok(add_ids(self.extra(fp), out))
     }
+}
+
+/// Adds the ids of `pairs` (one fingerprint's, sorted) to increasing
+/// `ids`; returns how many were not there.
+fn add_ids(pairs: &[(u64, u64)], ids: &mut Vec<u64>) -> u64 {
+    let mut new = 0;
+    for &(_, id) in pairs {
+        if let Err(at) = ids.binary_search(&id) {
+            ids.insert(at, id);
+            new += 1;
+        }
+    }
+    new
 }
 
 /// Builds the id blocks of table 0's new blocks as a merge writes them
@@ -507,13 +497,10 @@ pub(crate) fn reconcile(
         let in_old = now.in_tables(plan, fp)?;
         let in_new =
             (in_old && removes.binary_search(&fp).is_err()) || adds.binary_search(&fp).is_ok();
+        let from = extra.partition_point(|&(f, _)| f < fp);
+        let to = from + extra[from..].partition_point(|&(f, _)| f == fp);
         let with_extra = |ids: &mut Vec<u64>| {
-            let from = extra.partition_point(|&(f, _)| f < fp);
-            for &(_, id) in extra[from..].iter().take_while(|&&(f, _)| f == fp) {
-                if let Err(at) = ids.binary_search(&id) {
-                    ids.insert(at, id);
-                }
-            }
+            add_ids(&extra[from..to], ids);
         };
         let mut truth = old_base.clone();
         now.overlay.apply(fp, &mut truth);

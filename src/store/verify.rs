@@ -275,7 +275,6 @@ fn check_ids(
         return Ok(0);
     };
     let block_keys = table0.keys();
-    let counts: Vec<u16> = table0.counts().collect();
     let mut next = 0usize;
     let mut values = Vec::new();
     let mut ids = Vec::new();
@@ -295,12 +294,12 @@ fn check_ids(
         let j = next;
         next += 1;
         let block = match IdBlock::parse(v) {
-            Ok(block) if block.count() == usize::from(counts[j]) => block,
+            Ok(block) if block.count() == usize::from(table0.count(j)) => block,
             Ok(block) => {
                 note(format!(
                     "id block {key:016x}: {} fingerprints, its table-0 block {}",
                     block.count(),
-                    counts[j]
+                    table0.count(j)
                 ));
                 return Ok(true);
             }

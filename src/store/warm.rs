@@ -255,7 +255,6 @@ fn fill_ids(
     stop: &dyn Fn() -> bool,
 ) -> Result<()> {
     let block_keys = table0.keys();
-    let counts: Vec<u16> = table0.counts().collect();
     let mut next = 0usize;
     let mut read = 0usize;
     let mut stopped = false;
@@ -266,7 +265,7 @@ fn fill_ids(
             next += 1;
         }
         if block_keys.get(next) == Some(&key) {
-            id_table.fill(next, v, counts[next]);
+            id_table.fill(next, v, table0.count(next));
             next += 1;
         }
         read += 1;

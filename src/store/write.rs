@@ -453,8 +453,7 @@ fn commit_group(shared: &Shared, group: &[Arc<Request>]) -> Result<Vec<Vec<bool>
                 _ => None,
             };
             match mark {
-                Some(true) => batch.put_cf(ids_cf, key, []),
-                Some(false) => batch.put_cf(ids_cf, key, keys::ID_REMOVED),
+                Some(added) => batch.put_cf(ids_cf, key, keys::id_mark(added)),
                 None => batch.delete_cf(ids_cf, key),
             }
             overlay.push((fp, id, mark));

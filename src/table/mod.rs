@@ -29,8 +29,9 @@ pub trait BlockSource: Send + Sync + std::fmt::Debug {
     fn fetch(&self, table: usize, key: u64) -> Result<Arc<[u8]>>;
 }
 
-/// A block's bytes: borrowed from memory or fetched from its source.
-enum Bytes<'a> {
+/// A block's bytes (a table's, or an id block's): borrowed from memory or
+/// fetched from its source.
+pub(crate) enum Bytes<'a> {
     Held(&'a [u8]),
     Fetched(Arc<[u8]>),
 }
@@ -641,6 +642,11 @@ impl TableState {
     /// in key order.
     pub fn counts(&self) -> impl ExactSizeIterator<Item = u16> + '_ {
         self.blocks.iter().map(|b| b.count)
+    }
+
+    /// Block `j`'s fingerprint count (0 past the last block).
+    pub fn count(&self, j: usize) -> u16 {
+        self.blocks.get(j).map_or(0, |b| b.count)
     }
 
     /// Whether the table holds this permuted fingerprint.
