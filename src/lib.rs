@@ -28,5 +28,8 @@ pub use store::{
     Durability, Match, Op, Options, Stats, Store, VerifyReport, BUFFERED_SYNC_INTERVAL,
 };
 
+/// Bodies of the fuzz targets under `fuzz/`; built for them (feature
+/// `fuzzing`) and for the unit tests, which run them on fixed inputs.
+#[cfg(any(test, feature = "fuzzing"))]
 #[doc(hidden)]
 pub mod fuzz_support;

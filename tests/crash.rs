@@ -1,4 +1,4 @@
-//! Kill -9 crash loop: a child process (`simstore workload`) inserts,
+//! Kill -9 crash loop: a child process (this test binary run again, see `common::workload`) inserts,
 //! deletes and compacts concurrently, announcing each operation before it
 //! starts and after it is acknowledged; the parent SIGKILLs it at random
 //! moments, reopens the store and checks that every acknowledged operation
@@ -12,9 +12,9 @@ mod common;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::io::{BufRead, BufReader};
-use std::process::Command;
 use std::time::Duration;
 
+use common::workload::Workload;
 use common::{Model, Rng};
 use simstore::{Options, Store};
 
@@ -171,17 +171,13 @@ fn workload_runs_to_completion_and_agrees() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("s");
     drop(Store::create(&dir, &Options::new().block_size(64)).unwrap());
-    let out = Command::new(env!("CARGO_BIN_EXE_simstore"))
-        .args([
-            "workload",
-            dir.to_str().unwrap(),
-            "--durability",
-            "buffered",
-            "--ops",
-            "300",
-        ])
-        .output()
-        .unwrap();
+    let out = Workload {
+        ops: 300,
+        ..Workload::new(&dir, "buffered", 2, 3)
+    }
+    .command()
+    .output()
+    .unwrap();
     assert!(
         out.status.success(),
         "{}",
@@ -199,4 +195,12 @@ fn workload_runs_to_completion_and_agrees() {
     let touched: Vec<u64> = model.fps.keys().copied().collect();
     common::check_store(&store, &model, &common::queries(&touched, 200, &mut Rng(3)));
     assert!(store.verify().unwrap().ok());
+}
+
+/// The crash-test child that the tests above run in a child process of
+/// this binary (`common::workload`); ignored in normal runs.
+#[test]
+#[ignore = "the crash tests' child process"]
+fn workload_child() {
+    common::workload::child();
 }

@@ -1,10 +1,13 @@
 //! Every documented error: precise, typed, and leaving the store intact.
 
 mod common;
+#[path = "common/raw.rs"]
+mod raw;
 
 use std::path::Path;
 
-use common::{index_key, raw_db};
+use common::index_key;
+use raw::raw_db;
 use simstore::{Error, Location, Options, Store};
 
 fn filled(path: &Path, n: u64) -> Store {

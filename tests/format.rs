@@ -3,8 +3,11 @@
 //! records list exactly its blocks.
 
 mod common;
+#[path = "common/raw.rs"]
+mod raw;
 
-use common::{index_key, raw_db};
+use common::index_key;
+use raw::raw_db;
 use simstore::codec::{encode_blocks, BlockView, Code, SYMBOLS};
 use simstore::format::records::{decode_index, encode_index, IndexEntry};
 

@@ -6,6 +6,8 @@
 //! and on disk, and compactions running beside a writer.
 
 mod common;
+#[path = "common/raw.rs"]
+mod raw;
 
 use common::{check_store, Model, Rng};
 use simstore::{Options, Store};
@@ -137,7 +139,7 @@ fn ids_follow_every_change_across_merges_and_reopens() {
     // A compaction with no write beside it folds every pair into the id
     // blocks: nothing is pending, so the `ids` family is empty.
     {
-        let db = common::raw_db(&path);
+        let db = raw::raw_db(&path);
         let ids = db.cf_handle("ids").unwrap();
         assert_eq!(db.iterator_cf(ids, rocksdb::IteratorMode::Start).count(), 0);
     }

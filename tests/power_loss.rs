@@ -1,4 +1,4 @@
-//! Power loss, not only a killed process. A `simstore workload` child runs
+//! Power loss, not only a killed process. A crash-test child (`common::workload`) runs
 //! with `tests/power_loss_shim.c` preloaded, which logs every successful
 //! fsync/fdatasync (file and size) and rename. After SIGKILL the parent
 //! replays that log and cuts each file back to its last synced size,
@@ -342,4 +342,12 @@ fn power_cut_loses_only_a_suffix_in_buffered_mode() {
 #[test]
 fn power_cut_in_buffered_mode_with_several_writers_leaves_no_hole_per_writer() {
     power_loss_loop("buffered", 3, 13);
+}
+
+/// The crash-test child that the tests above run in a child process of
+/// this binary (`common::workload`); ignored in normal runs.
+#[test]
+#[ignore = "the crash tests' child process"]
+fn workload_child() {
+    common::workload::child();
 }

@@ -1,5 +1,5 @@
 /*
- * Power-loss recorder, loaded with LD_PRELOAD into a `simstore workload`
+ * Power-loss recorder, loaded with LD_PRELOAD into a crash-test
  * child by tests/power_loss.rs.
  *
  * It changes nothing about what the child does. After each successful

@@ -7,10 +7,13 @@
 //! and no table file or record is left.
 
 mod common;
+#[path = "common/raw.rs"]
+mod raw;
 
 use std::path::Path;
 
-use common::{check_store, clustered, queries, random, raw_db, Model, Rng};
+use common::{check_store, clustered, queries, random, Model, Rng};
+use raw::raw_db;
 use simstore::{Error, Options, Store};
 
 const TABLES: usize = 4;

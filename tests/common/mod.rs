@@ -3,6 +3,8 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+pub mod workload;
+
 /// SplitMix64: small, deterministic, good enough for test data.
 pub struct Rng(pub u64);
 
@@ -155,11 +157,11 @@ pub fn check_store(store: &simstore::Store, model: &Model, queries: &[u64]) {
     assert_eq!(stats.ids, model.ids(), "id count");
 }
 
-/// Runs the `simstore` binary with `args`, feeding `stdin`.
-pub fn run_simstore(args: &[&str], stdin: &str) -> std::process::Output {
+/// Runs the program `bin` with `args`, feeding `stdin`.
+pub fn run_bin(bin: &str, args: &[&str], stdin: &str) -> std::process::Output {
     use std::io::Write;
     use std::process::{Command, Stdio};
-    let mut child = Command::new(env!("CARGO_BIN_EXE_simstore"))
+    let mut child = Command::new(bin)
         .args(args)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
@@ -190,34 +192,16 @@ pub fn copyright_files() -> Vec<String> {
     files
 }
 
-/// A `simstore workload` crash-test child on `dir` (see
-/// `src/cli/workload.rs`), its stdout piped, ready to spawn; with an odd
-/// `seed` its compactions commit through table files.
+/// A crash-test child on `dir` running until killed (see
+/// [`workload`]), its stdout piped, ready to spawn; with an odd `seed` its
+/// compactions commit through table files.
 pub fn workload(
     dir: &std::path::Path,
     durability: &str,
     seed: u64,
     threads: u64,
 ) -> std::process::Command {
-    let mut c = std::process::Command::new(env!("CARGO_BIN_EXE_simstore"));
-    c.args([
-        "workload",
-        dir.to_str().unwrap(),
-        "--durability",
-        durability,
-    ])
-    .args([
-        "--seed",
-        &seed.to_string(),
-        "--threads",
-        &threads.to_string(),
-    ])
-    .stdout(std::process::Stdio::piped());
-    // Odd seeds commit every compaction through table files.
-    if seed % 2 == 1 {
-        c.args(["--table-file-bytes", "0"]);
-    }
-    c
+    workload::Workload::new(dir, durability, seed, threads).command()
 }
 
 /// Runs a prepared `simstore query ... --max-distance 0` command over
@@ -260,15 +244,6 @@ pub fn ack_count(line: std::io::Result<String>) -> usize {
 /// there are none.
 pub fn last_ack(lines: impl Iterator<Item = std::io::Result<String>>, before: usize) -> usize {
     lines.map(ack_count).last().unwrap_or(before)
-}
-
-/// The RocksDB database of the store in `store_dir`, opened directly with
-/// every column family (the store must be closed).
-pub fn raw_db(store_dir: &std::path::Path) -> rocksdb::DB {
-    let path = store_dir.join("db");
-    let opts = rocksdb::Options::default();
-    let names = rocksdb::DB::list_cf(&opts, &path).unwrap();
-    rocksdb::DB::open_cf(&opts, &path, names).unwrap()
 }
 
 /// The key of table `t`'s index record in the default column family.

@@ -1,5 +1,6 @@
 //! The CLI contract: commands, input lines, output shapes, exit codes.
 
+#[path = "../../tests/common/mod.rs"]
 mod common;
 
 use std::io::{BufRead, BufReader, Write};
@@ -23,7 +24,7 @@ fn piped(args: &[&str]) -> std::process::Child {
 }
 
 fn run(args: &[&str], stdin: &str) -> Output {
-    common::run_simstore(args, stdin)
+    common::run_bin(env!("CARGO_BIN_EXE_simstore"), args, stdin)
 }
 
 fn ok(args: &[&str], stdin: &str) -> String {
@@ -463,26 +464,4 @@ fn query_answers_a_line_before_the_next_arrives() {
         assert!(child.wait().unwrap().success());
         assert!(rx.recv().is_err(), "an answer too many");
     }
-}
-
-/// The bench's crash child: what it appended before `ready` is pending in
-/// the store a SIGKILL leaves, and a reopen recovers all of it.
-#[test]
-fn pend_child_killed_after_ready_leaves_its_fingerprints_pending() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("s");
-    let d = dir_str(&path);
-    ok(&["create", d], "");
-    let mut child = piped(&["pend", d, "--count", "120000", "--seed", "7"]);
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    assert_eq!(line, "ready\n");
-    child.kill().unwrap();
-    child.wait().unwrap();
-    let stats = ok(&["stats", d], "");
-    assert_eq!(json_field(&stats, "pending"), 120_000, "{stats}");
-    assert_eq!(json_field(&stats, "fingerprints"), 120_000, "{stats}");
-    ok(&["verify", d], "");
 }

@@ -1,4 +1,4 @@
-//! `simstore bench`: query and ingest rates against baselines computed in
+//! `simstore-bench run`: query and ingest rates against baselines computed in
 //! the same run (a brute-force scan and an uncompressed in-memory sorted
 //! table set), so figures can be quoted as ratios on a noisy machine.
 
@@ -7,8 +7,8 @@ use std::time::{Duration, Instant};
 
 use simstore::{Durability, Op, Options, Store};
 
-use super::rng::Rng;
-use super::stream::Failure;
+use simstore_cli::rng::Rng;
+use simstore_cli::Failure;
 
 /// The design without compression and without RocksDB: one sorted
 /// `Vec<u64>` per permuted table.
@@ -164,7 +164,7 @@ fn write_random(
                             .map(|_| {
                                 id += 1;
                                 Op::Insert {
-                                    fingerprint: rng.next(),
+                                    fingerprint: rng.next_u64(),
                                     id: Some(id),
                                 }
                             })
@@ -220,9 +220,9 @@ fn clustered_fingerprints(size: usize, rng: &mut Rng) -> Vec<u64> {
     let mut out = Vec::with_capacity(size);
     while out.len() < size {
         let fp = if out.len() < originals {
-            rng.next()
+            rng.next_u64()
         } else {
-            let r = rng.next();
+            let r = rng.next_u64();
             let base: u64 = out[(r % originals as u64) as usize];
             (0..1 + (r >> 62) % 3).fold(base, |fp, i| fp ^ (1u64 << ((r >> (8 * i + 8)) & 63)))
         };
@@ -237,7 +237,7 @@ fn rate(n: usize, d: Duration) -> f64 {
     n as f64 / d.as_secs_f64().max(1e-9)
 }
 
-/// What `simstore bench` measures (its command-line options).
+/// What `simstore-bench run` measures (its command-line options).
 #[derive(Debug, clap::Args)]
 pub struct Config {
     /// Number of stored fingerprints.
@@ -331,7 +331,7 @@ pub fn run(config: &Config, out: &mut impl Write) -> Result<(), Failure> {
     let fps: Vec<u64> = if clustered {
         clustered_fingerprints(size, &mut rng)
     } else {
-        (0..size).map(|_| rng.next()).collect()
+        (0..size).map(|_| rng.next_u64()).collect()
     };
     let kind = if clustered { "clustered" } else { "uniform" };
     let mut options = Options::new()
@@ -387,7 +387,7 @@ pub fn run(config: &Config, out: &mut impl Write) -> Result<(), Failure> {
 
     let qs: Vec<u64> = (0..queries)
         .map(|i| {
-            let r = rng.next();
+            let r = rng.next_u64();
             if i % 2 == 0 {
                 let base = fps[(r % size.max(1) as u64) as usize];
                 base ^ (1u64 << (r >> 58)) ^ (1u64 << ((r >> 52) & 63))
@@ -595,7 +595,7 @@ pub fn run(config: &Config, out: &mut impl Write) -> Result<(), Failure> {
     store.wait_warm();
     let warmed = started.elapsed();
     drop(store);
-    super::cold::run(&path, &qs, k, out)?;
+    crate::cold::run(&path, &qs, k, out)?;
     let pending_dir = tempfile::tempdir()?;
     let crashed_path = pending_dir.path().join("crashed");
     drop(Store::create(&crashed_path, &options)?);
@@ -616,7 +616,7 @@ pub fn run(config: &Config, out: &mut impl Write) -> Result<(), Failure> {
     incremental_at_size(&path, out)
 }
 
-/// Runs `simstore pend` on the store at `path` until it has appended
+/// Runs `simstore-bench pend` on the store at `path` until it has appended
 /// `count` fingerprints (pending: only in RocksDB's log and memtables),
 /// then kills it with SIGKILL, leaving what a crash leaves.
 fn killed_with_pending(path: &std::path::Path, count: u64) -> Result<(), Failure> {

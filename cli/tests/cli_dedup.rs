@@ -3,6 +3,7 @@
 //! rerun, a rerun after a partial run, and a rerun after losing the tail of
 //! the decision log all print exactly the lines of a clean run.
 
+#[path = "../../tests/common/mod.rs"]
 mod common;
 
 use std::path::Path;

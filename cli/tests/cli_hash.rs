@@ -1,6 +1,7 @@
 //! `simstore hash`: files, directories, standard input, JSONL and HTML,
 //! and per-document warnings for bad inputs.
 
+#[path = "../../tests/common/mod.rs"]
 mod common;
 
 use std::process::Output;
@@ -9,7 +10,7 @@ fn hash(args: &[&str], stdin: &str) -> Output {
     let args: Vec<&str> = std::iter::once("hash")
         .chain(args.iter().copied())
         .collect();
-    common::run_simstore(&args, stdin)
+    common::run_bin(env!("CARGO_BIN_EXE_simstore"), &args, stdin)
 }
 
 #[test]

@@ -1,4 +1,4 @@
-//! `simstore quality`: how well fingerprint distance finds near-duplicate
+//! `simstore-bench quality`: how well fingerprint distance finds near-duplicate
 //! pairs of real documents, against the exact Jaccard similarity of their
 //! word shingles, for several shingle widths and distances.
 
@@ -8,8 +8,8 @@ use std::path::PathBuf;
 
 use simstore::simhash::{feature_hash, Fingerprinter};
 
-use super::docs::{files, Source};
-use super::stream::Failure;
+use simstore_cli::docs::{files, Source};
+use simstore_cli::Failure;
 
 /// Options of one quality run.
 pub struct Quality {

@@ -1,7 +1,5 @@
 //! The `simstore` command-line tool.
 
-mod cli;
-
 fn main() {
-    std::process::exit(cli::run());
+    std::process::exit(simstore_cli::run());
 }

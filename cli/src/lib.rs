@@ -1,19 +1,22 @@
-//! Command-line interface. The commands, their flags, input lines and
-//! output formats are a stable contract: change them only by adding.
+//! The `simstore` command: create, fill, query and check simhash
+//! fingerprint stores from the shell. The commands, their flags, input
+//! lines, JSON output and exit codes are a stable contract: they change
+//! only by adding.
+//!
+//! The binary is [`run`]; the modules made public here serve the
+//! benchmark tools of this repository and are not a stable API.
 
-mod bench;
-mod cold;
 mod dedup;
 mod demo;
-mod docs;
+#[doc(hidden)]
+pub mod docs;
 mod exit;
 mod hash;
 mod input;
 mod json;
-mod quality;
-mod rng;
+#[doc(hidden)]
+pub mod rng;
 mod stream;
-mod workload;
 
 use std::io::{self, Write};
 use std::path::PathBuf;
@@ -21,7 +24,9 @@ use std::path::PathBuf;
 use clap::{Parser, Subcommand};
 use simstore::{Durability, Error, Op, Options, Store};
 
-use stream::{Batcher, Failure};
+use stream::Batcher;
+#[doc(hidden)]
+pub use stream::Failure;
 
 #[derive(Parser)]
 #[command(name = "simstore", version, about = "A persistent store for 64-bit simhash fingerprints", after_help = exit::HELP)]
@@ -174,66 +179,6 @@ enum Command {
         #[command(flatten)]
         doc: DocArgs,
     },
-    /// Measure fingerprint quality on real documents: pairs within distance
-    /// k = 1..K against pairs whose word shingles have Jaccard >= T.
-    Quality {
-        /// Files or directories.
-        inputs: Vec<PathBuf>,
-        /// Jaccard similarity that makes a pair a near-duplicate.
-        #[arg(long, default_value_t = 0.8)]
-        threshold: f64,
-        /// Word-shingle width of the Jaccard ground truth.
-        #[arg(long, default_value_t = 3)]
-        truth_shingle: usize,
-        /// Simhash shingle widths to compare (comma separated).
-        #[arg(long, value_delimiter = ',', default_value = "1,2,3,4,5")]
-        shingles: Vec<usize>,
-        /// Largest distance reported.
-        #[arg(long, default_value_t = 6)]
-        max_k: u32,
-        /// Inputs are HTML.
-        #[arg(long)]
-        html: bool,
-    },
-    /// Measure ingest, space and query rates against in-run baselines.
-    Bench(bench::Config),
-    /// Crash-test child: concurrent inserts, deletes and compactions,
-    /// announcing and acknowledging each operation on stdout.
-    #[command(hide = true)]
-    Workload {
-        /// Store directory (must exist).
-        dir: PathBuf,
-        /// Durability of the writes.
-        #[arg(long, default_value = "sync")]
-        durability: Durability,
-        /// Seed of the operation sequence.
-        #[arg(long, default_value_t = 1)]
-        seed: u64,
-        /// Writer threads.
-        #[arg(long, default_value_t = 3)]
-        threads: u64,
-        /// Operations per writer thread.
-        #[arg(long, default_value_t = u64::MAX)]
-        ops: u64,
-        /// Commits writing at least this many bytes of blocks to a table
-        /// go through table files (the library's default when absent).
-        #[arg(long)]
-        table_file_bytes: Option<usize>,
-    },
-    /// Crash-test child of `simstore bench`: appends fingerprints to an
-    /// existing store so they are pending, prints `ready`, then waits to
-    /// be killed (it exits when its standard input closes).
-    #[command(hide = true)]
-    Pend {
-        /// Store directory (must exist).
-        dir: PathBuf,
-        /// Fingerprints to append.
-        #[arg(long)]
-        count: u64,
-        /// Seed of the fingerprints.
-        #[arg(long, default_value_t = 1)]
-        seed: u64,
-    },
     /// Create a store in a temporary directory, ingest a synthetic
     /// collection with near-duplicates, query it and report.
     Demo {
@@ -305,23 +250,32 @@ pub fn run() -> i32 {
     };
     match dispatch(cli.command) {
         Ok(()) => exit::OK,
-        Err(Failure::Store(e)) => {
+        Err(failure) => report(failure),
+    }
+}
+
+/// Says on stderr why a command failed (nothing for a broken pipe, which
+/// ends output a reader no longer wants) and returns its exit code.
+#[doc(hidden)]
+pub fn report(failure: Failure) -> i32 {
+    match failure {
+        Failure::Store(e) => {
             eprintln!("simstore: {e}");
             exit::for_error(&e)
         }
-        Err(Failure::Input { line, message }) => {
+        Failure::Input { line, message } => {
             eprintln!("simstore: line {line}: {message}");
             exit::INPUT
         }
-        Err(Failure::Io(e)) => {
+        Failure::Io(e) => {
             if e.kind() == io::ErrorKind::BrokenPipe {
                 return exit::OK;
             }
             eprintln!("simstore: {e}");
             exit::FAILURE
         }
-        Err(Failure::Verify) => exit::CORRUPT,
-        Err(Failure::Skipped(n)) => {
+        Failure::Verify => exit::CORRUPT,
+        Failure::Skipped(n) => {
             eprintln!("simstore: {n} input(s) skipped");
             exit::INPUT
         }
@@ -505,42 +459,6 @@ fn dispatch(command: Command) -> Result<(), Failure> {
                 return Err(Failure::Skipped(skipped));
             }
         }
-        Command::Quality {
-            inputs,
-            threshold,
-            truth_shingle,
-            shingles,
-            max_k,
-            html,
-        } => {
-            let q = quality::Quality {
-                threshold,
-                truth_shingle,
-                shingles,
-                max_k,
-            };
-            q.run(
-                &inputs,
-                &docs::Source { html, jsonl: None },
-                &mut stdout.lock(),
-            )?;
-        }
-        Command::Bench(config) => bench::run(&config, &mut stdout.lock())?,
-        Command::Workload {
-            dir,
-            durability,
-            seed,
-            threads,
-            ops,
-            table_file_bytes,
-        } => {
-            let mut options = simstore::Options::new().durability(durability);
-            if let Some(bytes) = table_file_bytes {
-                options = options.table_file_bytes(bytes);
-            }
-            workload::run(&dir, options, seed, threads.max(1), ops)?
-        }
-        Command::Pend { dir, count, seed } => workload::pend(&dir, count, seed)?,
     }
     Ok(())
 }

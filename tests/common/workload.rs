@@ -1,8 +1,12 @@
-//! `simstore workload` (hidden): a crash-test child. Writer threads insert
-//! and delete through the library while a compactor thread compacts; every
-//! operation is announced before it starts (`try`) and reported after it
-//! is acknowledged (`ack`), one line each, so a parent that kills this
-//! process at any moment knows exactly what must have survived.
+//! The crash-test child. The crash and power-loss tests run their own test
+//! binary again as a child process (`workload` builds the command) whose
+//! ignored test `workload_child` calls [`child`]: writer threads insert
+//! and delete through the library while a compactor thread compacts;
+//! every operation is announced before it starts (`try`) and reported
+//! after it is acknowledged (`ack`), one line each on stdout, so a parent
+//! that kills the process at any moment knows exactly what must have
+//! survived. Lines that are none of these (the test harness's own) are
+//! ignored by the parents.
 //!
 //! Lines: `try T insert FP ID`, `ack T insert FP ID`,
 //! `try T delete FP`, `ack T delete FP` (the fingerprint and all its ids),
@@ -12,30 +16,117 @@
 //! fingerprint's history is one thread's sequence.
 
 use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use parking_lot::Mutex;
-use simstore::{Options, Store};
+use simstore::{Durability, Options, Store};
 
-use super::rng::Rng;
-use super::stream::Failure;
+use super::Rng;
+
+/// The environment variable carrying the child's configuration.
+const CONFIG: &str = "SIMSTORE_WORKLOAD_CHILD";
+
+/// What a child runs.
+pub struct Workload {
+    /// Store directory (must exist).
+    pub dir: PathBuf,
+    /// `sync` or `buffered`.
+    pub durability: String,
+    /// Seed of the operation sequence; with an odd seed every compaction
+    /// commits through table files.
+    pub seed: u64,
+    /// Writer threads.
+    pub threads: u64,
+    /// Operations per writer thread (it runs until killed by default).
+    pub ops: u64,
+}
+
+impl Workload {
+    /// A child on `dir` running until killed.
+    pub fn new(dir: &Path, durability: &str, seed: u64, threads: u64) -> Workload {
+        Workload {
+            dir: dir.to_path_buf(),
+            durability: durability.to_string(),
+            seed,
+            threads,
+            ops: u64::MAX,
+        }
+    }
+
+    /// The command running this workload in a child process of the current
+    /// test binary (which must define the ignored test `workload_child`),
+    /// its stdout piped, ready to spawn.
+    pub fn command(&self) -> Command {
+        let mut c = Command::new(std::env::current_exe().expect("the test binary"));
+        c.args([
+            "workload_child",
+            "--exact",
+            "--ignored",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env(
+            CONFIG,
+            format!(
+                "{}\n{}\n{}\n{}\n{}",
+                self.dir.display(),
+                self.durability,
+                self.seed,
+                self.threads,
+                self.ops
+            ),
+        )
+        .stdout(Stdio::piped());
+        c
+    }
+}
+
+/// The child's body (the ignored test `workload_child`): runs the workload
+/// its parent described, until killed or done. Run by hand (no
+/// configuration in the environment) it does nothing.
+pub fn child() {
+    let Ok(config) = std::env::var(CONFIG) else {
+        eprintln!("workload_child: run by the crash tests in a child process");
+        return;
+    };
+    let f: Vec<&str> = config.split('\n').collect();
+    let [dir, durability, seed, threads, ops] = f[..] else {
+        panic!("bad {CONFIG}: {config:?}");
+    };
+    let durability = match durability {
+        "sync" => Durability::Sync,
+        _ => Durability::Buffered,
+    };
+    let seed: u64 = seed.parse().unwrap();
+    // End the harness's unfinished `test workload_child ... ` line, so
+    // the first announcement starts a line of its own.
+    println!();
+    let mut options = Options::new().durability(durability);
+    // Odd seeds commit every compaction through table files.
+    if seed % 2 == 1 {
+        options = options.table_file_bytes(0);
+    }
+    run(
+        Path::new(dir),
+        options,
+        seed,
+        threads.parse::<u64>().unwrap().max(1),
+        ops.parse().unwrap(),
+    )
+    .unwrap();
+}
 
 /// Runs until killed (or for `ops` operations per thread).
-pub fn run(
-    dir: &std::path::Path,
-    options: Options,
-    seed: u64,
-    threads: u64,
-    ops: u64,
-) -> Result<(), Failure> {
+fn run(dir: &Path, options: Options, seed: u64, threads: u64, ops: u64) -> simstore::Result<()> {
     let store = Arc::new(Store::open(dir, &options.merge_threshold(200))?);
     let out = Arc::new(Mutex::new(std::io::stdout()));
     let say = {
         let out = Arc::clone(&out);
         move |line: String| {
-            let mut o = out.lock();
+            let mut o = out.lock().unwrap();
             let _ = writeln!(o, "{line}");
             let _ = o.flush();
         }
@@ -108,37 +199,10 @@ pub fn run(
     let mut result = Ok(());
     for w in writers {
         if let Ok(Err(e)) = w.join() {
-            result = Err(Failure::Store(e));
+            result = Err(e);
         }
     }
     stop.store(true, Ordering::Relaxed);
     let _ = compactor.join();
     result
-}
-
-/// `simstore pend` (hidden): the bench's crash child. Opens the store at
-/// `dir`, appends `count` random fingerprints in batches of 50,000 (so
-/// they are pending: in RocksDB's log and memtables, not in blocks),
-/// prints `ready` and waits to be killed (it exits by itself when its
-/// standard input closes, as when the bench that spawned it dies).
-pub fn pend(dir: &std::path::Path, count: u64, seed: u64) -> Result<(), Failure> {
-    let store = Store::open(dir, &Options::new().manual_compaction(true))?;
-    let mut rng = Rng(seed);
-    let mut left = count;
-    while left > 0 {
-        let n = left.min(50_000);
-        let ops = (0..n)
-            .map(|_| simstore::Op::Insert {
-                fingerprint: rng.next(),
-                id: None,
-            })
-            .collect();
-        store.apply(ops)?;
-        left -= n;
-    }
-    let mut out = std::io::stdout().lock();
-    writeln!(out, "ready")?;
-    out.flush()?;
-    std::io::copy(&mut std::io::stdin().lock(), &mut std::io::sink())?;
-    Ok(())
 }

@@ -4,6 +4,7 @@
 //! without the limit nothing acknowledged is lost, nothing is half-applied,
 //! and the store accepts writes again.
 
+#[path = "../../tests/common/mod.rs"]
 mod common;
 
 use std::io::{BufRead, BufReader, Write};
@@ -157,9 +158,11 @@ fn file_size_limit_while_writing_table_files() {
     let mut rng = Rng(12);
     let before: Vec<u64> = (0..1000).map(|_| rng.next()).collect();
     let lines = |fps: &[u64]| -> String { fps.iter().map(|f| format!("{f:016x}\n")).collect() };
-    assert!(common::run_simstore(&["add", d], &lines(&before))
-        .status
-        .success());
+    assert!(
+        common::run_bin(env!("CARGO_BIN_EXE_simstore"), &["add", d], &lines(&before))
+            .status
+            .success()
+    );
     let bulk: Vec<u64> = (0..3_200_000).map(|_| rng.next()).collect();
     let mut child = limited(8192, &["add", d])
         .stdin(Stdio::piped())

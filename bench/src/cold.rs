@@ -1,4 +1,4 @@
-//! Cold-cache figures for `simstore bench`: open a closed store with the
+//! Cold-cache figures for `simstore-bench run`: open a closed store with the
 //! operating system's page cache dropped (when the process may: it needs
 //! write access to `/proc/sys/vm/drop_caches`, i.e. root), then time single
 //! queries right after the open, before anything is warm, and again once
@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use simstore::{Options, Store};
 
-use super::stream::Failure;
+use simstore_cli::Failure;
 
 /// Queries timed one by one in each pass.
 const TIMED: usize = 20_000;

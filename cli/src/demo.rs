@@ -17,7 +17,7 @@ fn collection(size: usize, rng: &mut Rng) -> Vec<u64> {
     for _ in 0..size {
         let roll = rng.below(1000);
         let fp = if fps.is_empty() || roll < 700 {
-            rng.next()
+            rng.next_u64()
         } else if roll < 900 {
             let base = fps[rng.below(fps.len() as u64) as usize];
             let bits = 1 + rng.below(3) as u32;
@@ -100,7 +100,7 @@ pub fn run(size: usize, queries: usize, out: &mut impl Write) -> Result<(), Fail
                 let bits = rng.below(4) as u32;
                 rng.flip(base, bits)
             } else {
-                rng.next()
+                rng.next_u64()
             }
         })
         .collect();

@@ -3,8 +3,8 @@
 on the same fingerprints and queries, in one run.
 
     pip install faiss-cpu numpy
-    cargo build --release   # and benches/mih (mih-rs) is built on first use
-    python3 benches/peers.py --size 1000000 --queries 100000 [--bin PATH]
+    cargo build --release   # and bench/mih (mih-rs) is built on first use
+    python3 bench/peers.py --size 1000000 --queries 100000 [--bin PATH]
 
 Every stored row carries a document id, its row number, as a crawler's
 store would: simstore is given `FP ID` lines, and FAISS and mih-rs return
@@ -134,7 +134,7 @@ def main():
     p.add_argument("--rounds", type=int, default=3,
                    help="runs of each simstore query command; the fastest counts")
     p.add_argument("--without-mih", action="store_true",
-                   help="skip mih-rs (benches/mih, built here with cargo from crates.io)")
+                   help="skip mih-rs (bench/mih, built here with cargo from crates.io)")
     a = p.parse_args()
     import faiss
 
@@ -216,7 +216,7 @@ def main():
           f"batch / best FAISS: {rate(t_batch) / best_peer:.2f}x")
 
     # mih-rs (exact multi-index hashing, parameters chosen by the crate),
-    # through a benchmark-only binary built from benches/mih.
+    # through a benchmark-only binary built from bench/mih.
     mih = os.path.join(os.path.dirname(os.path.abspath(__file__)), "mih")
     if not a.without_mih:
         # Its own target directory, whatever CARGO_TARGET_DIR says, so the

@@ -12,6 +12,7 @@
 //! Needs root and `setpriv` (util-linux); without them the test says so on
 //! stderr and checks nothing.
 
+#[path = "../../tests/common/mod.rs"]
 mod common;
 
 use std::io::{BufRead, BufReader, Write};

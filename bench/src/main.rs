@@ -1,0 +1,92 @@
+//! `simstore-bench`: the benchmarks of simstore. `run` measures ingest,
+//! space, query, open and recovery figures against baselines computed in
+//! the same run; `quality` measures how well fingerprint distance finds
+//! near-duplicate documents. `peers.py` beside this crate compares the
+//! `simstore` command with FAISS and mih-rs.
+
+mod bench;
+mod cold;
+mod pend;
+mod quality;
+
+use std::path::PathBuf;
+
+use clap::{Parser, Subcommand};
+use simstore_cli::docs::Source;
+use simstore_cli::Failure;
+
+#[derive(Parser)]
+#[command(name = "simstore-bench", about = "Benchmarks of simstore")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Measure ingest, space and query rates against in-run baselines.
+    Run(bench::Config),
+    /// Precision and recall of fingerprint distance against the Jaccard
+    /// similarity of word shingles, over pairs of the given documents.
+    Quality {
+        /// Files or directories.
+        inputs: Vec<PathBuf>,
+        /// Jaccard similarity that makes a pair a near-duplicate.
+        #[arg(long, default_value_t = 0.8)]
+        threshold: f64,
+        /// Word-shingle width of the Jaccard ground truth.
+        #[arg(long, default_value_t = 3)]
+        truth_shingle: usize,
+        /// Simhash shingle widths to compare (comma separated).
+        #[arg(long, value_delimiter = ',', default_value = "1,2,3,4,5")]
+        shingles: Vec<usize>,
+        /// Largest distance reported.
+        #[arg(long, default_value_t = 6)]
+        max_k: u32,
+        /// Inputs are HTML.
+        #[arg(long)]
+        html: bool,
+    },
+    /// Crash child of `run`'s recovery timing (see `pend.rs`).
+    #[command(hide = true)]
+    Pend {
+        /// Store directory (must exist).
+        dir: PathBuf,
+        /// Fingerprints to append.
+        #[arg(long)]
+        count: u64,
+        /// Seed of the fingerprints.
+        #[arg(long, default_value_t = 1)]
+        seed: u64,
+    },
+}
+
+fn dispatch(command: Command) -> Result<(), Failure> {
+    let mut out = std::io::stdout().lock();
+    match command {
+        Command::Run(config) => bench::run(&config, &mut out),
+        Command::Quality {
+            inputs,
+            threshold,
+            truth_shingle,
+            shingles,
+            max_k,
+            html,
+        } => quality::Quality {
+            threshold,
+            truth_shingle,
+            shingles,
+            max_k,
+        }
+        .run(&inputs, &Source { html, jsonl: None }, &mut out),
+        Command::Pend { dir, count, seed } => pend::run(&dir, count, seed),
+    }
+}
+
+fn main() {
+    let cli = Cli::parse();
+    std::process::exit(match dispatch(cli.command) {
+        Ok(()) => 0,
+        Err(failure) => simstore_cli::report(failure),
+    });
+}

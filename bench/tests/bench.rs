@@ -1,0 +1,72 @@
+//! The benchmark tools' own checks: the recovery timing's crash child and
+//! the quality measurement on real documents.
+
+#[path = "../../tests/common/mod.rs"]
+mod common;
+
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Stdio};
+
+use simstore::{Options, Store};
+
+/// The bench's crash child: what it appended before `ready` is pending in
+/// the store a SIGKILL leaves, and a reopen recovers all of it.
+#[test]
+fn pend_child_killed_after_ready_leaves_its_fingerprints_pending() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("s");
+    drop(Store::create(&path, &Options::new()).unwrap());
+    let mut child = Command::new(env!("CARGO_BIN_EXE_simstore-bench"))
+        .args([
+            "pend",
+            path.to_str().unwrap(),
+            "--count",
+            "120000",
+            "--seed",
+            "7",
+        ])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    assert_eq!(line, "ready\n");
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let store = Store::open(&path, &Options::new().manual_compaction(true)).unwrap();
+    let stats = store.stats();
+    assert_eq!(stats.pending, 120_000, "{stats:?}");
+    assert_eq!(stats.fingerprints, 120_000, "{stats:?}");
+    assert!(store.verify().unwrap().ok());
+}
+
+/// Over the hundreds of real `copyright` files of the machine image, pairs
+/// within distance 3 are the near-duplicate pairs (Jaccard ≥ 0.8 of word
+/// 3-shingles), with high precision and recall (README, "Fingerprint
+/// quality").
+#[test]
+fn precision_and_recall_on_hundreds_of_real_documents() {
+    let inputs = common::copyright_files();
+    assert!(inputs.len() >= 300, "only {} copyright files", inputs.len());
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_simstore-bench"))
+        .args(["quality", "--shingles", "3", "--max-k", "3"])
+        .args(&inputs)
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let text = String::from_utf8(out.stdout).unwrap();
+    let row = text
+        .lines()
+        .find(|l| l.starts_with("| 3 | 3 |"))
+        .unwrap_or_else(|| panic!("{text}"));
+    let cells: Vec<f64> = row
+        .split('|')
+        .filter_map(|c| c.trim().parse().ok())
+        .collect();
+    let (found, precision, recall) = (cells[2], cells[4], cells[5]);
+    assert!(found >= 100.0, "{text}");
+    assert!(precision >= 0.95 && recall >= 0.9, "{text}");
+}
