@@ -1,6 +1,22 @@
 //! Parsing input lines: `FP [ID]`, with FP as 16 hex digits (optional
 //! `0x`) and ID as an unsigned decimal.
 
+/// Longest field quoted whole in an error message.
+const QUOTE_MAX: usize = 40;
+
+/// `field` quoted for an error message: whole when short, else its first
+/// characters and its length (a 10 MB line is not echoed to stderr).
+pub fn quoted(field: &str) -> String {
+    if field.len() <= QUOTE_MAX {
+        return format!("{field:?}");
+    }
+    let mut end = 24;
+    while !field.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{:?}... ({} bytes)", &field[..end], field.len())
+}
+
 /// Parses a fingerprint: exactly 16 hex digits, optionally after `0x`.
 pub fn parse_fingerprint(s: &str) -> Result<u64, String> {
     let digits = s
@@ -11,7 +27,12 @@ pub fn parse_fingerprint(s: &str) -> Result<u64, String> {
         16 => hex16(digits.as_bytes()),
         _ => None,
     }
-    .ok_or_else(|| format!("fingerprint {s:?} is not 16 hex digits (optionally prefixed by 0x)"))
+    .ok_or_else(|| {
+        format!(
+            "fingerprint {} is not 16 hex digits (optionally prefixed by 0x)",
+            quoted(s)
+        )
+    })
 }
 
 /// Parses a document id: an unsigned 64-bit decimal.
@@ -19,7 +40,10 @@ pub fn parse_id(s: &str) -> Result<u64, String> {
     let mut value = Some(0u64);
     for &b in s.as_bytes() {
         if !b.is_ascii_digit() {
-            return Err(format!("id {s:?} is not an unsigned decimal integer"));
+            return Err(format!(
+                "id {} is not an unsigned decimal integer",
+                quoted(s)
+            ));
         }
         value = value
             .and_then(|v| v.checked_mul(10))
@@ -27,7 +51,7 @@ pub fn parse_id(s: &str) -> Result<u64, String> {
     }
     match value {
         Some(v) if !s.is_empty() => Ok(v),
-        _ => Err(format!("id {s:?} does not fit in 64 bits")),
+        _ => Err(format!("id {} does not fit in 64 bits", quoted(s))),
     }
 }
 
@@ -99,11 +123,16 @@ pub fn parse_record(line: &str, allow_id: bool) -> Result<Option<(u64, Option<u6
     let fp = parse_fingerprint(fp)?;
     let id = match fields.next() {
         Some(id) if allow_id => Some(parse_id(id)?),
-        Some(extra) => return Err(format!("unexpected field {extra:?} after the fingerprint")),
+        Some(extra) => {
+            return Err(format!(
+                "unexpected field {} after the fingerprint",
+                quoted(extra)
+            ))
+        }
         None => None,
     };
     if let Some(extra) = fields.next() {
-        return Err(format!("unexpected field {extra:?} after the id"));
+        return Err(format!("unexpected field {} after the id", quoted(extra)));
     }
     Ok(Some((fp, id)))
 }
@@ -111,6 +140,21 @@ pub fn parse_record(line: &str, allow_id: bool) -> Result<Option<(u64, Option<u6
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn error_messages_quote_a_short_prefix_of_a_long_field() {
+        let long = "x".repeat(10 << 20);
+        let message = parse_record(&long, true).unwrap_err();
+        assert!(message.len() < 200, "{} bytes", message.len());
+        assert!(message.contains("(10485760 bytes)"), "{message}");
+        let id = format!("0123456789abcdef 1{}", "é".repeat(100));
+        let message = parse_record(&id, true).unwrap_err();
+        assert!(
+            message.len() < 200 && message.contains("bytes)"),
+            "{message}"
+        );
+        assert_eq!(quoted("0123"), "\"0123\"");
+    }
 
     #[test]
     fn accepts_the_contract_and_rejects_the_rest() {

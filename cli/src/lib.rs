@@ -354,8 +354,10 @@ fn dispatch(command: Command) -> Result<(), Failure> {
             open: args,
         } => {
             let store = open(&dir, durability, true, false, &args)?;
+            let before = store.stats();
             let mut out = stdout.lock();
-            Batcher::new(&store, ack).run(io::stdin(), &mut out, |fp, id| {
+            let mut batcher = Batcher::new(&store, ack);
+            let result = batcher.run(io::stdin(), &mut out, |fp, id| {
                 Ok(match id {
                     Some(id) => Op::Delete {
                         fingerprint: fp,
@@ -363,7 +365,18 @@ fn dispatch(command: Command) -> Result<(), Failure> {
                     },
                     None => Op::DeleteFingerprint { fingerprint: fp },
                 })
-            })?;
+            });
+            // What was removed, also when a malformed line ended the run
+            // (the lines before it were applied).
+            let after = store.stats();
+            eprintln!(
+                "simstore: delete: removed {} pair(s) and {} fingerprint(s); \
+                 {} line(s) named nothing stored",
+                before.ids.saturating_sub(after.ids),
+                before.fingerprints.saturating_sub(after.fingerprints),
+                batcher.unchanged()
+            );
+            result?;
         }
         Command::Query {
             dir,

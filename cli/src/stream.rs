@@ -152,6 +152,9 @@ pub struct Batcher<'a> {
     last_line: usize,
     /// Whether a batch took the bulk path.
     bulk: bool,
+    /// Operations of mixed batches that changed nothing (a delete naming
+    /// nothing stored).
+    unchanged: u64,
     /// Whether the batch being collected holds anything but inserts.
     mixed: bool,
     /// Lines an insert-only batch may hold: [`MAX_GROWN_BATCH`] for the
@@ -172,6 +175,7 @@ impl<'a> Batcher<'a> {
             ops: Vec::new(),
             last_line: 0,
             bulk: false,
+            unchanged: 0,
             mixed: false,
             grown: MAX_GROWN_BATCH,
         }
@@ -180,7 +184,7 @@ impl<'a> Batcher<'a> {
     /// Processes every line; on a malformed line, commits the lines before
     /// it and fails naming it.
     pub fn run(
-        mut self,
+        &mut self,
         input: impl Read + Send + 'static,
         out: &mut impl Write,
         make: impl Fn(u64, Option<u64>) -> Result<Op, String>,
@@ -243,6 +247,11 @@ impl<'a> Batcher<'a> {
         }
     }
 
+    /// Committed operations, other than inserts, that changed nothing.
+    pub fn unchanged(&self) -> u64 {
+        self.unchanged
+    }
+
     fn commit(&mut self, out: &mut impl Write) -> Result<(), Failure> {
         if self.ops.is_empty() && self.inserts.is_empty() {
             return Ok(());
@@ -261,7 +270,10 @@ impl<'a> Batcher<'a> {
                     self.grown = held.clamp(MIN_GROWN_BATCH, MAX_GROWN_BATCH);
                 }
             }
-            true => drop(self.store.apply(ops)?),
+            true => {
+                let changed = self.store.apply(ops)?;
+                self.unchanged += changed.iter().filter(|&&c| !c).count() as u64;
+            }
         }
         if self.ack {
             // A closed stdout must not pass for success: the rest of the

@@ -148,18 +148,32 @@ fn add_query_delete_compact_stats_verify_agree_with_brute_force() {
     check(&model);
 
     let mut del = String::new();
+    let (mut pairs, mut fps) = (0, 0);
     for (i, (&fp, ids)) in model.fps.clone().iter().enumerate() {
         if i % 4 == 0 {
             del.push_str(&format!("{fp:016x}\n"));
             model.delete_fingerprint(fp);
+            (pairs, fps) = (pairs + ids.len(), fps + 1);
         } else if i % 4 == 1 {
             if let Some(&id) = ids.iter().next() {
                 del.push_str(&format!("{fp:016x} {id}\n"));
                 model.delete(fp, id);
+                (pairs, fps) = (pairs + 1, fps + usize::from(ids.len() == 1));
             }
         }
     }
-    ok(&["delete", d], &del);
+    // Two lines naming nothing stored, both counted on stderr.
+    let absent = (0..).find(|f| !model.fps.contains_key(f)).unwrap();
+    del.push_str(&format!("{absent:016x}\n{absent:016x} 5\n"));
+    let out = run(&["delete", d], &del);
+    assert!(out.status.success());
+    assert_eq!(
+        String::from_utf8(out.stderr).unwrap(),
+        format!(
+            "simstore: delete: removed {pairs} pair(s) and {fps} fingerprint(s); \
+             2 line(s) named nothing stored\n"
+        )
+    );
     check(&model);
     ok(&["compact", d], "");
     check(&model);
@@ -208,6 +222,22 @@ fn malformed_line_stops_with_its_number_and_keeps_earlier_lines() {
     assert_eq!(String::from_utf8(out.stdout).unwrap().lines().count(), 1);
     let out = run(&["delete", d], "0000000000000001 1\n0000000000000002 x\n");
     assert_eq!(out.status.code(), Some(3));
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    assert!(
+        stderr.contains("removed 1 pair(s) and 1 fingerprint(s); 0 line(s)"),
+        "{stderr}"
+    );
+    // A huge malformed line is named by a short prefix, not echoed whole.
+    let huge = format!("0000000000000004 {}\n", "9x".repeat(5 << 20));
+    let out = run(&["add", d], &huge);
+    assert_eq!(out.status.code(), Some(3));
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    assert!(
+        stderr.len() < 200 && stderr.contains("line 1: id \"9x9x") && stderr.contains("bytes)"),
+        "{} bytes: {}",
+        stderr.len(),
+        &stderr[..stderr.len().min(300)]
+    );
     let q = ok(&["query", d, "--max-distance", "0"], "0000000000000001\n");
     assert!(
         q.contains("\"matches\":[]"),
