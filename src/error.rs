@@ -9,6 +9,7 @@ use crate::plan::PlanError;
 
 /// Where corruption was found.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Location {
     /// A block of a permuted table, named by table number and block key
     /// (the block's first permuted fingerprint).
@@ -107,7 +108,7 @@ pub enum Error {
         /// The distance asked for.
         asked: u32,
         /// The largest distance the tables answer.
-        supported: u8,
+        supported: u32,
     },
     /// No table plan fits the creation options.
     Plan(PlanError),
@@ -142,6 +143,20 @@ pub enum Error {
     /// those, and `verify`, are refused with this error too, since the
     /// stored blocks lag the commit (the next open finishes it).
     Poisoned,
+    /// Background work of the handle failed (a merge of pending
+    /// fingerprints into the tables, or the reading of blocks into memory
+    /// behind the open). Returned once, by the next write, `compact`,
+    /// `flush`, `sync`, `reclaim_space` or `close` on the handle, which
+    /// then does nothing else. A merge that failed to commit also poisons
+    /// the handle, as any failed write does (see
+    /// [`Poisoned`](Self::Poisoned)): a write racing the failure may get
+    /// `Poisoned` first and leave this error to the call after it.
+    Background {
+        /// What the background work was doing.
+        task: &'static str,
+        /// Why it failed.
+        source: Box<Error>,
+    },
 }
 
 impl fmt::Display for Error {
@@ -169,6 +184,7 @@ impl fmt::Display for Error {
             Self::Io { path, source } => write!(f, "I/O error on {}: {source}", path.display()),
             Self::Storage { context, message } => write!(f, "storage error while {context}: {message}"),
             Self::Poisoned => write!(f, "an earlier write failed; the store must be reopened"),
+            Self::Background { task, source } => write!(f, "background {task} failed: {source}"),
         }
     }
 }
@@ -178,6 +194,7 @@ impl std::error::Error for Error {
         match self {
             Self::Io { source, .. } => Some(source),
             Self::Plan(e) => Some(e),
+            Self::Background { source, .. } => Some(&**source),
             _ => None,
         }
     }
@@ -226,6 +243,10 @@ impl Error {
             },
             Self::InvalidArgument(m) => Self::InvalidArgument(m.clone()),
             Self::Plan(p) => Self::Plan(p.clone()),
+            Self::Background { task, source } => Self::Background {
+                task,
+                source: Box::new(source.replicate()),
+            },
             other => Self::Storage {
                 context: "committing a write group",
                 message: other.to_string(),
@@ -235,7 +256,11 @@ impl Error {
 
     /// True when the error reports corrupt stored data.
     pub fn is_corruption(&self) -> bool {
-        matches!(self, Self::Corrupt { .. })
+        match self {
+            Self::Corrupt { .. } => true,
+            Self::Background { source, .. } => source.is_corruption(),
+            _ => false,
+        }
     }
 }
 

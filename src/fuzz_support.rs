@@ -205,7 +205,7 @@ pub fn stateful(data: &[u8]) {
                     .into_iter()
                     .map(|fp| (fp, Some(next(1).unwrap_or(0) % 8)))
                     .collect();
-                s.insert_bulk(&pairs)
+                s.insert_many(&pairs)
                     .unwrap_or_else(|e| panic!("bulk insert: {e}"));
                 for (fp, id) in pairs {
                     model.entry(fp).or_default().extend(id);
@@ -276,7 +276,7 @@ pub fn stateful(data: &[u8]) {
                         .collect();
                     assert_eq!(got, expect, "query {q:016x} k={k}");
                     let batch = s
-                        .query_batch(&[q], k)
+                        .query_many(&[q], k)
                         .unwrap_or_else(|e| panic!("batch: {e}"));
                     assert_eq!(batch[0].len(), expect.len(), "batch query {q:016x} k={k}");
                     let first = s.query_first(q, k).unwrap_or_else(|e| panic!("first: {e}"));

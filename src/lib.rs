@@ -18,6 +18,11 @@ pub mod table;
 
 pub use error::{Error, Location, Result};
 
+/// The README's Rust examples, compiled and run as doctests.
+#[cfg(all(doctest, feature = "storage", feature = "html"))]
+#[doc = include_str!("../README.md")]
+struct ReadmeExamples;
+
 #[cfg(feature = "storage")]
 mod storage;
 #[cfg(feature = "storage")]

@@ -58,7 +58,7 @@ fn readers_writers_and_compactor() {
                     }
                     let pairs: Vec<(u64, Option<u64>)> =
                         chunk.iter().map(|&i| (fps[i], Some(i as u64))).collect();
-                    assert!(store.insert_bulk(&pairs).unwrap());
+                    store.insert_many(&pairs).unwrap();
                     for &i in chunk {
                         states[i].store(PRESENT, Ordering::SeqCst);
                     }
@@ -104,7 +104,7 @@ fn readers_writers_and_compactor() {
                         .query_first(fps[i], 0)
                         .unwrap()
                         .is_some_and(|m| m.fingerprint == fps[i]),
-                    _ => store.query_batch(&[fps[i], 0], 0).unwrap()[0]
+                    _ => store.query_many(&[fps[i], 0], 0).unwrap()[0]
                         .iter()
                         .any(|m| m.fingerprint == fps[i]),
                 };

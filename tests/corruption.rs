@@ -118,10 +118,10 @@ fn byte_flips_are_detected_or_harmless() {
         for &(f, i) in &pairs {
             model.insert(f, Some(i));
         }
-        store.insert_batch(&pairs[..3000]).unwrap();
+        store.insert_many(&pairs[..3000]).unwrap();
         store.compact().unwrap();
         store.flush().unwrap();
-        store.insert_batch(&pairs[3000..]).unwrap();
+        store.insert_many(&pairs[3000..]).unwrap();
     }
     let stored: Vec<u64> = model.fps.keys().copied().collect();
     let mut queries = common::queries(&stored, 100, &mut rng);

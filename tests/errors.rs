@@ -15,7 +15,7 @@ fn filled(path: &Path, n: u64) -> Store {
         Store::create(path, &Options::new().block_size(64).manual_compaction(true)).unwrap();
     let mut rng = common::Rng(n);
     let pairs: Vec<(u64, u64)> = (0..n).map(|i| (rng.next(), i)).collect();
-    store.insert_batch(&pairs).unwrap();
+    store.insert_many(&pairs).unwrap();
     store.compact().unwrap();
     store
 }
@@ -166,7 +166,7 @@ fn corrupt_block_is_reported_by_query_and_verify() {
         other => panic!("expected block corruption, got {other:?}"),
     }
     assert!(matches!(
-        store.query_batch(&[q], 3),
+        store.query_many(&[q], 3),
         Err(Error::Corrupt { .. })
     ));
     let report = store.verify().unwrap();
@@ -221,7 +221,7 @@ fn corrupt_or_missing_id_blocks_are_reported_by_query_and_verify() {
             other => panic!("{what}: expected id block corruption, got {other:?}"),
         };
         expect_corrupt("query", store.query(key, 0).map(drop));
-        expect_corrupt("query_batch", store.query_batch(&[key], 3).map(drop));
+        expect_corrupt("query_many", store.query_many(&[key], 3).map(drop));
         expect_corrupt("ids", store.ids(key).map(drop));
         let report = store.verify().unwrap();
         assert!(
@@ -304,9 +304,9 @@ fn empty_and_enormous_batches() {
     let store = Store::create(&path, &Options::new().manual_compaction(true)).unwrap();
     let before = store.stats();
     assert_eq!(store.apply(Vec::new()).unwrap(), Vec::<bool>::new());
-    store.insert_batch(&[]).unwrap();
-    assert!(!store.insert_bulk(&[]).unwrap());
-    assert!(store.query_batch(&[], 3).unwrap().is_empty());
+    store.insert_many::<(u64, u64)>(&[]).unwrap();
+    store.insert_many::<(u64, Option<u64>)>(&[]).unwrap();
+    assert!(store.query_many(&[], 3).unwrap().is_empty());
     let after = store.stats();
     assert_eq!(
         (after.fingerprints, after.ids, after.pending),
@@ -333,7 +333,7 @@ fn empty_and_enormous_batches() {
     let bulk: Vec<(u64, Option<u64>)> = (0..400_000u64)
         .map(|i| (rng.next(), (i % 2 == 0).then_some(i)))
         .collect();
-    assert!(store.insert_bulk(&bulk).unwrap());
+    store.insert_many(&bulk).unwrap();
     let stats = store.stats();
     assert_eq!((stats.fingerprints, stats.pending), (700_000, 0));
     assert_eq!(stats.ids, 500_000);
@@ -447,4 +447,69 @@ fn table_index_damage_is_reported() {
         })
     ));
     assert!(!store.verify().unwrap().ok());
+}
+
+/// A background merge that fails is returned, once and typed, by the next
+/// write (which does nothing else), or by `close` when no write came; the
+/// store keeps every acknowledged write.
+#[test]
+fn a_failed_background_merge_is_returned_by_the_next_call() {
+    for by_close in [false, true] {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s");
+        drop(Store::create(&path, &Options::new().block_size(64)).unwrap());
+        // Every merge commits through table files and is stopped before
+        // its first file goes in.
+        let failing = Options::new()
+            .merge_threshold(100)
+            .table_file_bytes(0)
+            .stop_table_files_after(0);
+        let store = Store::open(&path, &failing).unwrap();
+        let mut rng = common::Rng(7);
+        let fps: Vec<u64> = (0..150).map(|_| rng.next()).collect();
+        // One commit (the normal path, not a bulk insert), so no write
+        // races the merge it triggers.
+        let ops = fps
+            .iter()
+            .enumerate()
+            .map(|(i, &fingerprint)| simstore::Op::Insert {
+                fingerprint,
+                id: Some(i as u64),
+            })
+            .collect();
+        store.apply(ops).unwrap();
+        let started = std::time::Instant::now();
+        while store.stats().compaction_error.is_none() {
+            assert!(started.elapsed().as_secs() < 30, "the merge never ran");
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        let returned = if by_close {
+            store.close().unwrap_err()
+        } else {
+            let e = store.insert(1, 1).unwrap_err();
+            // Returned once: the handle then refuses writes as after any
+            // failed commit.
+            assert!(matches!(store.insert(1, 1), Err(Error::Poisoned)));
+            drop(store);
+            e
+        };
+        match &returned {
+            Error::Background { task, source } => {
+                assert_eq!(*task, "merge of pending fingerprints");
+                assert!(matches!(**source, Error::Storage { .. }), "{source:?}");
+            }
+            other => panic!("expected a background error, got {other:?}"),
+        }
+        assert!(
+            returned.to_string().starts_with("background merge"),
+            "{returned}"
+        );
+        let store = Store::open(&path, &Options::new()).unwrap();
+        assert_eq!(store.stats().fingerprints, 150);
+        for (i, &fp) in fps.iter().enumerate() {
+            assert_eq!(store.ids(fp).unwrap(), vec![i as u64]);
+        }
+        assert!(store.verify().unwrap().ok());
+        store.close().unwrap();
+    }
 }

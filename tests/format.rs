@@ -115,7 +115,7 @@ fn index_records_list_the_stored_blocks() {
     };
     let fps: Vec<u64> = (0..20_000).map(|_| next()).collect();
     store
-        .insert_batch(&fps[..10_000].iter().map(|&f| (f, 1)).collect::<Vec<_>>())
+        .insert_many(&fps[..10_000].iter().map(|&f| (f, 1)).collect::<Vec<_>>())
         .unwrap();
     for chunk in fps[10_000..].chunks(2_500) {
         for &f in chunk {

@@ -87,7 +87,7 @@ fn ids_follow_every_change_across_merges_and_reopens() {
     for &(fp, id) in &pairs {
         model.insert(fp, id);
     }
-    store.insert_bulk(&pairs).unwrap();
+    store.insert_many(&pairs).unwrap();
     check(&store, &model, &pool, &mut rng);
 
     for round in 0..12 {
@@ -112,7 +112,7 @@ fn ids_follow_every_change_across_merges_and_reopens() {
                 for &(fp, id) in &bulk {
                     model.insert(fp, id);
                 }
-                store.insert_bulk(&bulk).unwrap();
+                store.insert_many(&bulk).unwrap();
                 for &(fp, _) in &bulk[200..] {
                     pool.push(fp);
                 }
@@ -167,7 +167,7 @@ fn ids_written_while_compactions_run_survive_them() {
     for &(fp, id) in &pairs {
         model.insert(fp, id);
     }
-    store.insert_bulk(&pairs).unwrap();
+    store.insert_many(&pairs).unwrap();
     let stop = std::sync::atomic::AtomicBool::new(false);
     /// Stops the compactor however the writer ends (a failed check
     /// unwinds through it).

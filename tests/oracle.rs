@@ -183,7 +183,7 @@ fn background_compaction_merges_while_answering() {
         for &(fp, id) in &pairs {
             model.insert(fp, Some(id));
         }
-        store.insert_batch(&pairs).unwrap();
+        store.insert_many(&pairs).unwrap();
     }
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
     while store.stats().pending >= 100 && std::time::Instant::now() < deadline {
@@ -206,7 +206,7 @@ fn distance_beyond_the_plan_is_refused() {
     for r in [
         store.query(1, 3).err(),
         store.query_first(1, 3).err(),
-        store.query_batch(&[1], 3).err(),
+        store.query_many(&[1], 3).err(),
         store.query_many(&[1], 3).err(),
         store.query_first_many(&[1], 3).err(),
     ] {
@@ -251,7 +251,7 @@ fn bulk_inserts_merge_with_pending_and_tombstones() {
         for &(fp, id) in &first {
             model.insert(fp, id);
         }
-        assert!(store.insert_bulk(&first).unwrap(), "took the bulk path");
+        store.insert_many(&first).unwrap();
         assert_eq!(
             store.stats().pending,
             0,
@@ -281,7 +281,7 @@ fn bulk_inserts_merge_with_pending_and_tombstones() {
         for &(fp, id) in &second {
             model.insert(fp, id);
         }
-        assert!(store.insert_bulk(&second).unwrap());
+        store.insert_many(&second).unwrap();
         let stats = store.stats();
         assert_eq!((stats.pending, stats.tombstones), (0, 0));
         check_store(&store, &model, &qs);
@@ -290,7 +290,7 @@ fn bulk_inserts_merge_with_pending_and_tombstones() {
         let store = Store::open(&path, &options).unwrap();
         check_store(&store, &model, &qs);
         // A small batch still takes the normal path.
-        assert!(!store.insert_bulk(&[(7, Some(7))]).unwrap());
+        store.insert_many(&[(7, Some(7))]).unwrap();
         model.insert(7, Some(7));
         assert_eq!(store.stats().pending, 1);
         store.compact().unwrap();
@@ -332,7 +332,7 @@ fn large_batches_on_several_threads_match_the_oracle() {
         }
         let path = dir.path().join("s");
         let store = Store::create(&path, &options).unwrap();
-        store.insert_batch(&pairs).unwrap();
+        store.insert_many(&pairs).unwrap();
         store.compact().unwrap();
         drop(store);
         let store = Store::open(&path, &options).unwrap();
@@ -354,11 +354,18 @@ fn large_batches_on_several_threads_match_the_oracle() {
         let per_table = stats.blocks / stats.tables as u64;
         let by_query = (qs.len() as u64) < 2 * per_table;
         assert_eq!(block_size == 40, by_query, "{per_table} blocks a table");
-        for k in [1, 3] {
-            let expect: Vec<_> = qs.iter().map(|&q| model.query(q, k)).collect();
-            for threads in 1..=3 {
-                store.set_batch_threads(threads);
-                let got = store.query_batch(&qs, k).unwrap();
+        let expect: Vec<Vec<_>> = [1, 3]
+            .iter()
+            .flat_map(|&k| qs.iter().map(move |&q| (k, q)))
+            .map(|(k, q)| model.query(q, k))
+            .collect();
+        drop(store);
+        for threads in 1..=3 {
+            let store = Store::open(&path, &options.clone().query_threads(threads)).unwrap();
+            store.wait_warm();
+            for (j, k) in [1, 3].into_iter().enumerate() {
+                let expect = &expect[j * qs.len()..(j + 1) * qs.len()];
+                let got = store.query_many(&qs, k).unwrap();
                 assert_eq!(got.len(), qs.len());
                 for (i, m) in got.iter().enumerate() {
                     assert_eq!(

@@ -52,7 +52,8 @@ fn prepare(path: &Path, data: &[u64], model: &mut Model) {
     for &(fp, id) in &first {
         model.insert(fp, id);
     }
-    assert!(store.insert_bulk(&first).unwrap());
+    store.insert_many(&first).unwrap();
+    assert_eq!(store.stats().pending, 0, "took the bulk path");
     for (i, &fp) in data[600..800].iter().enumerate() {
         model.insert(fp, Some(i as u64));
         store.insert(fp, i as u64).unwrap();
@@ -90,7 +91,7 @@ fn interrupted_commits_are_finished_by_the_next_open() {
                 for &(fp, id) in &more {
                     model.insert(fp, id);
                 }
-                store.insert_bulk(&more).map(|_| ())
+                store.insert_many(&more).map(|_| ())
             } else {
                 store.compact().map(|_| ())
             };
@@ -210,7 +211,7 @@ fn clustered_and_random_data_through_files_match_the_oracle() {
             for &(fp, id) in &pairs {
                 model.insert(fp, id);
             }
-            store.insert_bulk(&pairs).unwrap();
+            store.insert_many(&pairs).unwrap();
             for &fp in chunk.iter().step_by(9) {
                 model.delete_fingerprint(fp);
                 store.delete_fingerprint(fp).unwrap();
@@ -245,7 +246,11 @@ fn interrupted_commits_on_disk_refuse_reads_until_reopened() {
             let qs = queries(&data, 100, &mut rng);
             let on_disk = options().memory_budget(0);
 
-            let store = Store::open(&path, &on_disk.clone().stop_table_files_after(stop)).unwrap();
+            let stopping = on_disk
+                .clone()
+                .stop_table_files_after(stop)
+                .query_threads(2);
+            let store = Store::open(&path, &stopping).unwrap();
             assert!(!store.stats().tables_in_memory);
             let result = if bulk {
                 let more: Vec<(u64, Option<u64>)> =
@@ -253,7 +258,7 @@ fn interrupted_commits_on_disk_refuse_reads_until_reopened() {
                 for &(fp, id) in &more {
                     model.insert(fp, id);
                 }
-                store.insert_bulk(&more).map(|_| ())
+                store.insert_many(&more).map(|_| ())
             } else {
                 store.compact().map(|_| ())
             };
@@ -276,12 +281,10 @@ fn interrupted_commits_on_disk_refuse_reads_until_reopened() {
                 }
                 poisoned("query_many", store.query_many(&qs, 3).err());
                 poisoned("query_first_many", store.query_first_many(&qs, 3).err());
-                poisoned("query_batch", store.query_batch(&qs, 3).err());
                 // A batch large enough to be spread over threads (by table
-                // shares, the tables being on disk).
+                // shares, the tables being on disk, two threads).
                 let many: Vec<u64> = qs.iter().cycle().take(5000).copied().collect();
-                store.set_batch_threads(2);
-                poisoned("large query_batch", store.query_batch(&many, 3).err());
+                poisoned("large query_many", store.query_many(&many, 3).err());
                 poisoned("verify", store.verify().err());
             }
             drop(store);

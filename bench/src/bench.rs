@@ -107,6 +107,7 @@ fn incremental_at_size(path: &std::path::Path, out: &mut impl Write) -> Result<(
         let store = Store::open(
             path,
             &Options::new()
+                .trim_allocator(true)
                 .durability(durability)
                 .manual_compaction(false),
         )?;
@@ -290,7 +291,7 @@ fn without_ids(
     let dir = tempfile::tempdir()?;
     let store = Store::create(dir.path().join("s"), options)?;
     let pairs: Vec<(u64, Option<u64>)> = fps.iter().map(|&f| (f, None)).collect();
-    store.insert_bulk(&pairs)?;
+    store.insert_many(&pairs)?;
     drop(pairs);
     for &q in qs {
         store.query(q, k)?;
@@ -335,9 +336,11 @@ pub fn run(config: &Config, out: &mut impl Write) -> Result<(), Failure> {
     };
     let kind = if clustered { "clustered" } else { "uniform" };
     let mut options = Options::new()
+        .trim_allocator(true)
         .expected_size(size as u64)
         .durability(Durability::Buffered)
-        .manual_compaction(true);
+        .manual_compaction(true)
+        .query_threads(1);
     if let Some(t) = tables {
         options = options.tables(t);
     }
@@ -360,7 +363,7 @@ pub fn run(config: &Config, out: &mut impl Write) -> Result<(), Failure> {
 
     let started = Instant::now();
     let pairs = with_ids(&fps);
-    store.insert_bulk(&pairs)?;
+    store.insert_many(&pairs)?;
     let loaded = started.elapsed();
     writeln!(
         out,
@@ -420,7 +423,6 @@ pub fn run(config: &Config, out: &mut impl Write) -> Result<(), Failure> {
             store.query(q, k)?;
         }
     }
-    store.set_batch_threads(1);
     let (mut all, mut first, mut batch) = (Duration::MAX, Duration::MAX, Duration::MAX);
     let (mut hits, mut first_hits, mut batch_hits) = (0usize, 0usize, 0usize);
     let mut ids_found = 0usize;
@@ -461,7 +463,7 @@ pub fn run(config: &Config, out: &mut impl Write) -> Result<(), Failure> {
         }
         grouped_first = grouped_first.min(started.elapsed());
         let started = Instant::now();
-        batch_hits = store.query_batch(&qs, k)?.iter().map(Vec::len).sum();
+        batch_hits = store.query_many(&qs, k)?.iter().map(Vec::len).sum();
         batch = batch.min(started.elapsed());
     }
 
@@ -498,9 +500,18 @@ pub fn run(config: &Config, out: &mut impl Write) -> Result<(), Failure> {
     };
     let (par_hits, par_all) = parallel(false)?;
     let (par_first_hits, par_first) = parallel(true)?;
-    store.set_batch_threads(threads);
+    // The handle's query threads are set at open.
+    let store = {
+        drop(store);
+        let store = Store::open(
+            dir.path().join("s"),
+            &options.clone().query_threads(threads),
+        )?;
+        store.wait_warm();
+        store
+    };
     let started = Instant::now();
-    let par_batch_hits: usize = store.query_batch(&qs, k)?.iter().map(Vec::len).sum();
+    let par_batch_hits: usize = store.query_many(&qs, k)?.iter().map(Vec::len).sum();
     let par_batch = started.elapsed();
 
     let scan_n = queries.min((200_000_000 / size.max(1)).max(10));
@@ -590,7 +601,10 @@ pub fn run(config: &Config, out: &mut impl Write) -> Result<(), Failure> {
     // memtables, which is what a kill -9 leaves: the open replays the log
     // and rebuilds the pending sets.
     let started = Instant::now();
-    let store = Store::open(&path, &Options::new().manual_compaction(true))?;
+    let store = Store::open(
+        &path,
+        &Options::new().trim_allocator(true).manual_compaction(true),
+    )?;
     let clean = started.elapsed();
     store.wait_warm();
     let warmed = started.elapsed();
@@ -601,7 +615,10 @@ pub fn run(config: &Config, out: &mut impl Write) -> Result<(), Failure> {
     drop(Store::create(&crashed_path, &options)?);
     killed_with_pending(&crashed_path, 1_000_000)?;
     let started = Instant::now();
-    let store = Store::open(&crashed_path, &Options::new().manual_compaction(true))?;
+    let store = Store::open(
+        &crashed_path,
+        &Options::new().trim_allocator(true).manual_compaction(true),
+    )?;
     let recovered = started.elapsed();
     let pending = store.stats().pending;
     let started = Instant::now();

@@ -47,7 +47,10 @@ pub fn run(path: &Path, qs: &[u64], k: u32, out: &mut impl Write) -> Result<(), 
     let started = Instant::now();
     // Blocks are read by the queries that need them, not behind the open,
     // so the first pass reads its blocks from disk.
-    let options = Options::new().manual_compaction(true).warm(false);
+    let options = Options::new()
+        .trim_allocator(true)
+        .manual_compaction(true)
+        .warm(false);
     let store = Store::open(path, &options)?;
     let open = started.elapsed();
     let qs = &qs[..qs.len().min(TIMED)];

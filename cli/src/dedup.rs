@@ -115,9 +115,9 @@ struct Counts {
 impl Dedup<'_> {
     /// Processes every input; returns how many were skipped with warnings.
     pub fn run(&self, inputs: &[PathBuf], out: &mut impl Write) -> Result<usize, Failure> {
-        let store = Store::open_or_create(self.dir, &Options::new())?;
-        let k = self.k.unwrap_or(u32::from(store.max_distance()));
-        if k > u32::from(store.max_distance()) {
+        let store = Store::open_or_create(self.dir, &Options::new().trim_allocator(true))?;
+        let k = self.k.unwrap_or(store.max_distance());
+        if k > store.max_distance() {
             return Err(simstore::Error::DistanceTooLarge {
                 asked: k,
                 supported: store.max_distance(),

@@ -104,7 +104,7 @@ pub fn run(size: usize, queries: usize, out: &mut impl Write) -> Result<(), Fail
             }
         })
         .collect();
-    let k = u32::from(store.max_distance());
+    let k = store.max_distance();
     let started = Instant::now();
     let mut with_match = 0usize;
     let mut total_matches = 0usize;
@@ -121,7 +121,7 @@ pub fn run(size: usize, queries: usize, out: &mut impl Write) -> Result<(), Fail
     }
     let first = started.elapsed();
     let started = Instant::now();
-    let batch = store.query_batch(&qs, k)?;
+    let batch = store.query_many(&qs, k)?;
     let batched = started.elapsed();
     let rate = |d: std::time::Duration| queries as f64 / d.as_secs_f64().max(1e-9);
     writeln!(

@@ -163,11 +163,7 @@ mod tests {
 
     #[test]
     fn query_line_shape() {
-        let m = simstore::Match {
-            fingerprint: 255,
-            distance: 2,
-            ids: vec![1, 7],
-        };
+        let m = simstore::Match::new(255, 2, vec![1, 7]);
         assert_eq!(
             query_result(1, &[m]),
             r#"{"query":"0000000000000001","matches":[{"fingerprint":"00000000000000ff","distance":2,"ids":[1,7]}]}"#
@@ -177,16 +173,8 @@ mod tests {
             r#"{"query":"0000000000000000","matches":[]}"#
         );
         let two = [
-            simstore::Match {
-                fingerprint: 1,
-                distance: 0,
-                ids: vec![],
-            },
-            simstore::Match {
-                fingerprint: 2,
-                distance: 3,
-                ids: vec![9],
-            },
+            simstore::Match::new(1, 0, vec![]),
+            simstore::Match::new(2, 3, vec![9]),
         ];
         assert_eq!(
             query_result(3, &two),

@@ -76,7 +76,7 @@ enum Command {
         /// Store directory.
         dir: PathBuf,
         /// Largest Hamming distance queries may ask for.
-        #[arg(long, default_value_t = simstore::store::DEFAULT_MAX_DISTANCE)]
+        #[arg(long, default_value_t = simstore::store::DEFAULT_MAX_DISTANCE as u8)]
         max_distance: u8,
         /// Expected number of fingerprints (chooses the table plan).
         #[arg(long, default_value_t = simstore::store::DEFAULT_EXPECTED_SIZE)]
@@ -300,6 +300,7 @@ fn open(
     args: &OpenArgs,
 ) -> Result<Store, Failure> {
     let mut options = Options::new()
+        .trim_allocator(true)
         .durability(durability)
         .manual_compaction(!writes);
     match args.memory_budget {
@@ -321,7 +322,7 @@ fn dispatch(command: Command) -> Result<(), Failure> {
             block_size,
         } => {
             let mut o = Options::new()
-                .max_distance(max_distance)
+                .max_distance(u32::from(max_distance))
                 .expected_size(expected_size);
             if let Some(t) = tables {
                 o = o.tables(t);
@@ -390,8 +391,8 @@ fn dispatch(command: Command) -> Result<(), Failure> {
             if !lazy {
                 store.wait_warm();
             }
-            let k = max_distance.unwrap_or(u32::from(store.max_distance()));
-            if k > u32::from(store.max_distance()) {
+            let k = max_distance.unwrap_or(store.max_distance());
+            if k > store.max_distance() {
                 return Err(Error::DistanceTooLarge {
                     asked: k,
                     supported: store.max_distance(),
@@ -424,10 +425,8 @@ fn dispatch(command: Command) -> Result<(), Failure> {
             let store = match open(&dir, Durability::Sync, false, true, &args) {
                 Ok(s) => s,
                 Err(Failure::Store(e)) if e.is_corruption() => {
-                    let report = simstore::VerifyReport {
-                        problems: vec![e.to_string()],
-                        ..Default::default()
-                    };
+                    let mut report = simstore::VerifyReport::default();
+                    report.problems.push(e.to_string());
                     writeln!(stdout.lock(), "{}", json::verify(&report))?;
                     return Err(Failure::Verify);
                 }

@@ -21,6 +21,10 @@ const MIN_GROWN_BATCH: usize = 1 << 24;
 /// Most lines of an insert-only batch (bounds the memory it holds:
 /// about 40 bytes a line, 5 GB at this bound).
 const MAX_GROWN_BATCH: usize = 1 << 27;
+/// Most queries already read that are answered together, in one
+/// `query_many` or `query_first_many` call (which interleave the probes of
+/// 4 and 16 queries at a time).
+const ANSWER_GROUP: usize = 16;
 /// Queries answered per batch call with `--batch`.
 const QUERY_BATCH: usize = 1 << 20;
 
@@ -262,7 +266,10 @@ impl<'a> Batcher<'a> {
         match mixed {
             // Large insert-only batches take the bulk path (whole blocks).
             false => {
-                let bulk = self.store.insert_bulk(&inserts)?;
+                // Batches this large are merged into the tables whole
+                // (`Store::insert_many`).
+                let bulk = inserts.len() >= self.store.merge_threshold();
+                self.store.insert_many(&inserts)?;
                 self.bulk |= bulk;
                 if bulk {
                     let held =
@@ -308,7 +315,7 @@ pub fn query(
         });
         let mut line = String::new();
         for chunk in queries.chunks(QUERY_BATCH) {
-            let results = store.query_batch(chunk, k)?;
+            let results = store.query_many(chunk, k)?;
             for (q, matches) in chunk.iter().zip(&results) {
                 write_answer(out, &mut line, *q, matches)?;
             }
@@ -320,11 +327,7 @@ pub fn query(
     // interleaved); none waits for input that has not arrived, so an
     // interactive caller still gets each answer as soon as it asks.
     let mut line = String::new();
-    let group = if first {
-        Store::FIRST_QUERY_GROUP
-    } else {
-        Store::QUERY_GROUP
-    };
+    let group = ANSWER_GROUP;
     let mut waiting = Vec::with_capacity(group);
     let result = for_each_line(input, std::time::Duration::ZERO, parse, |_, fp, more| {
         waiting.extend(fp);

@@ -59,7 +59,7 @@ impl Plan {
         let k = max_distance;
         if k > MAX_SUPPORTED_DISTANCE {
             return Err(PlanError::DistanceUnsupported {
-                asked: k,
+                asked: u32::from(k),
                 supported: MAX_SUPPORTED_DISTANCE,
             });
         }

@@ -27,7 +27,7 @@ pub enum PlanError {
     /// The requested maximum distance exceeds what plans support.
     DistanceUnsupported {
         /// The distance asked for.
-        asked: u8,
+        asked: u32,
         /// The largest supported distance.
         supported: u8,
     },
@@ -179,7 +179,7 @@ pub fn choose_blocks(
     let k = max_distance;
     if k > super::MAX_SUPPORTED_DISTANCE {
         return Err(PlanError::DistanceUnsupported {
-            asked: k,
+            asked: u32::from(k),
             supported: super::MAX_SUPPORTED_DISTANCE,
         });
     }

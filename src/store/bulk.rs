@@ -20,7 +20,7 @@ use crate::format::{keys, records};
 
 /// Inserts every `(fingerprint, id)` pair; `None` stores the fingerprint
 /// alone. All or nothing.
-pub(crate) fn insert_bulk(shared: &Shared, pairs: &[(u64, Option<u64>)]) -> Result<()> {
+pub(crate) fn insert_bulk<E: super::Entry>(shared: &Shared, pairs: &[E]) -> Result<()> {
     let _one_at_a_time = shared.compaction.lock();
     let _leader = shared.commit.lock();
     shared.check_writable()?;
@@ -34,7 +34,7 @@ pub(crate) fn insert_bulk(shared: &Shared, pairs: &[(u64, Option<u64>)]) -> Resu
     let mut fps = if ids.len() == pairs.len() {
         ids.iter().map(|&(fp, _)| fp).collect()
     } else {
-        super::sort::sorted_keys(pairs, |&(fp, _)| fp)
+        super::sort::sorted_keys(pairs, E::fingerprint)
     };
     fps.dedup();
     ids.dedup();
@@ -121,7 +121,7 @@ pub(crate) fn insert_bulk(shared: &Shared, pairs: &[(u64, Option<u64>)]) -> Resu
     // replayed, and RocksDB fails the next write if the disk is at fault.
     let _ = shared.db.flush();
     drop((tables, _leader));
-    super::memory::release_free_memory();
+    super::memory::release_free_memory(shared);
     Ok(())
 }
 

@@ -22,6 +22,7 @@ use crate::table::{merge, merge_observed, TableState};
 
 /// What one compaction did.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct CompactionReport {
     /// Pending fingerprints merged into the tables.
     pub merged: usize,
@@ -65,7 +66,7 @@ pub(crate) fn compact(shared: &Shared) -> Result<CompactionReport> {
     let outputs = merge_all(shared, &tables, &adds, &removes, &ids)?;
     let report = commit(shared, &tables, outputs, &adds, &removes, &ids, generation);
     drop(tables);
-    super::memory::release_free_memory();
+    super::memory::release_free_memory(shared);
     report
 }
 
@@ -429,7 +430,7 @@ pub(crate) fn spawn_compactor(shared: Arc<Shared>) -> std::io::Result<JoinHandle
                 match compact(&shared) {
                     Ok(_) => *shared.compaction_error.lock() = None,
                     Err(e) => {
-                        *shared.compaction_error.lock() = Some(e.to_string());
+                        shared.background_failed("merge of pending fingerprints", e);
                         std::thread::sleep(Duration::from_secs(1));
                     }
                 }

@@ -3,6 +3,7 @@
 
 mod bulk;
 mod compact;
+mod entry;
 mod files;
 mod ids;
 mod memory;
@@ -25,6 +26,7 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 
 pub use compact::CompactionReport;
+pub use entry::Entry;
 pub(crate) use ids::IdSource;
 pub use options::{
     Durability, Options, BUFFERED_SYNC_INTERVAL, DEFAULT_BLOCK_SIZE, DEFAULT_EXPECTED_SIZE,
@@ -56,6 +58,8 @@ pub struct Store {
     /// The thread reading blocks into memory behind the open, until it is
     /// waited for.
     warmer: parking_lot::Mutex<Option<JoinHandle<()>>>,
+    /// Whether [`close`](Self::close) ran.
+    closed: bool,
 }
 
 impl std::fmt::Debug for Store {
@@ -119,6 +123,7 @@ impl Store {
             shared,
             compactor,
             warmer: parking_lot::Mutex::new(warmer),
+            closed: false,
         })
     }
 
@@ -140,8 +145,8 @@ impl Store {
     }
 
     /// The largest distance queries may ask for.
-    pub fn max_distance(&self) -> u8 {
-        self.shared.plan.max_distance()
+    pub fn max_distance(&self) -> u32 {
+        u32::from(self.shared.plan.max_distance())
     }
 
     /// Stores a fingerprint with a document id. Visible to queries when
@@ -163,36 +168,48 @@ impl Store {
         .map(drop)
     }
 
-    /// Stores many (fingerprint, id) pairs in one atomic commit; see
-    /// [`insert_bulk`](Self::insert_bulk).
-    pub fn insert_batch(&self, pairs: &[(u64, u64)]) -> Result<()> {
-        let pairs: Vec<(u64, Option<u64>)> = pairs.iter().map(|&(f, id)| (f, Some(id))).collect();
-        self.insert_bulk(&pairs).map(drop)
-    }
-
-    /// Stores many fingerprints, each with an optional id, in one atomic
-    /// commit. A batch at least as large as the merge threshold (65,536 by
-    /// default) skips the pending stage: it is merged straight into the
-    /// compressed tables, with everything already pending, writing whole
-    /// blocks (the bulk-load path; it holds off other writers and
+    /// Stores many fingerprints, each with its id (`(fingerprint, id)`) or
+    /// an optional one (`(fingerprint, Option<id>)`), in one atomic
+    /// commit: visible to queries when this returns, durable as the
+    /// store's [`Durability`] says.
+    ///
+    /// A batch at least as large as the [merge
+    /// threshold](Self::merge_threshold) skips the pending stage: it is
+    /// merged straight into the compressed tables, with everything already
+    /// pending, writing whole blocks (it holds off other writers and
     /// compactions meanwhile, not queries). A table that gets at least
     /// [`Options::table_file_bytes`] of new blocks has them written as a
     /// RocksDB table file and ingested, not passed through the write-ahead
-    /// log and a memtable. Smaller batches go through the normal group
-    /// commit.
+    /// log and a memtable. Smaller batches go through the group commit.
     ///
-    /// Returns whether the batch took the bulk path.
-    pub fn insert_bulk(&self, pairs: &[(u64, Option<u64>)]) -> Result<bool> {
-        if bulk::worth_it(&self.shared, pairs.len()) {
-            return bulk::insert_bulk(&self.shared, pairs).map(|()| true);
+    /// ```
+    /// # let dir = std::env::temp_dir().join(format!("simstore-doc-many-{}", std::process::id()));
+    /// # let _ = std::fs::remove_dir_all(&dir);
+    /// use simstore::{Options, Store};
+    ///
+    /// let store = Store::create(&dir, &Options::new())?;
+    /// store.insert_many(&[(0x0123_4567_89ab_cdef, 1), (0xfedc_ba98_7654_3210, 2)])?;
+    /// store.insert_many(&[(0x0f0f_0f0f_0f0f_0f0f, None)])?; // no document id
+    /// assert_eq!(store.stats().fingerprints, 3);
+    /// # drop(store);
+    /// # std::fs::remove_dir_all(&dir).unwrap();
+    /// # Ok::<(), simstore::Error>(())
+    /// ```
+    pub fn insert_many<E: Entry>(&self, entries: &[E]) -> Result<()> {
+        self.shared.take_background_error()?;
+        if bulk::worth_it(&self.shared, entries.len()) {
+            return bulk::insert_bulk(&self.shared, entries);
         }
         self.apply(
-            pairs
+            entries
                 .iter()
-                .map(|&(fingerprint, id)| Op::Insert { fingerprint, id })
+                .map(|e| Op::Insert {
+                    fingerprint: e.fingerprint(),
+                    id: e.id(),
+                })
                 .collect(),
         )
-        .map(|_| false)
+        .map(drop)
     }
 
     /// Removes one (fingerprint, id) pair; the fingerprint itself goes when
@@ -217,6 +234,7 @@ impl Store {
     /// Applies a mixed sequence of changes, in order, as one atomic commit.
     /// Returns, per op, whether it changed the store.
     pub fn apply(&self, ops: Vec<Op>) -> Result<Vec<bool>> {
+        self.shared.take_background_error()?;
         write::submit(&self.shared, ops)
     }
 
@@ -233,49 +251,41 @@ impl Store {
         query::query_first(&self.shared, fingerprint, k)
     }
 
-    /// [`query`](Self::query) for each of `fingerprints`, in order: the same
-    /// answers, found a few queries at a time with their probes
-    /// interleaved so that their memory reads overlap. For a stream of
-    /// queries at hand a few at a time; a large set is answered faster
-    /// by [`query_batch`](Self::query_batch).
+    /// [`query`](Self::query) for each of `fingerprints`, answers in input
+    /// order. The way is chosen by the batch's size next to the store's:
+    /// a few queries are answered a few at a time with their probes
+    /// interleaved, so that their memory reads overlap; a batch large
+    /// next to the tables is sorted and each table's blocks visited in
+    /// order once for all its queries. Batches of 4,096 or more are
+    /// spread over [`Options::query_threads`] threads.
+    ///
+    /// ```
+    /// # let dir = std::env::temp_dir().join(format!("simstore-doc-qmany-{}", std::process::id()));
+    /// # let _ = std::fs::remove_dir_all(&dir);
+    /// use simstore::{Options, Store};
+    ///
+    /// let store = Store::create(&dir, &Options::new())?;
+    /// store.insert_many(&[(0x0123_4567_89ab_cdef, 1), (0xfedc_ba98_7654_3210, 2)])?;
+    /// let answers = store.query_many(&[0x0123_4567_89ab_cdee, 0x1111_1111_1111_1111], 3)?;
+    /// assert_eq!(answers[0][0].ids, vec![1]);
+    /// assert!(answers[1].is_empty());
+    /// # drop(store);
+    /// # std::fs::remove_dir_all(&dir).unwrap();
+    /// # Ok::<(), simstore::Error>(())
+    /// ```
     pub fn query_many(&self, fingerprints: &[u64], k: u32) -> Result<Vec<Vec<Match>>> {
-        query::query_many(&self.shared, fingerprints, k, false)
+        query::query_batch(&self.shared, fingerprints, k)
     }
 
-    /// How many queries [`query_many`](Self::query_many) answers together:
-    /// a caller gathering queries to hand over gains nothing from more.
-    pub const QUERY_GROUP: usize = query::GROUP;
-
-    /// How many queries [`query_first_many`](Self::query_first_many)
-    /// answers together (probing their tables in passes).
-    pub const FIRST_QUERY_GROUP: usize = query::FIRST_GROUP;
-
     /// [`query_first`](Self::query_first) for each of `fingerprints`, in
-    /// order, a few at a time as [`query_many`](Self::query_many) answers
-    /// them, their tables probed in passes: each pass only for the queries
-    /// no earlier pass found a match for.
+    /// order, sixteen at a time with their probes interleaved and their
+    /// tables probed in passes: each pass only for the queries no earlier
+    /// pass found a match for.
     pub fn query_first_many(&self, fingerprints: &[u64], k: u32) -> Result<Vec<Option<Match>>> {
         Ok(query::query_many(&self.shared, fingerprints, k, true)?
             .into_iter()
             .map(|m| m.into_iter().next())
             .collect())
-    }
-
-    /// [`query`](Self::query) for many fingerprints at once, visiting each
-    /// table's blocks in order; results are in input order. Batches of
-    /// 4,096 or more use up to [`batch_threads`](Self::set_batch_threads)
-    /// threads.
-    pub fn query_batch(&self, fingerprints: &[u64], k: u32) -> Result<Vec<Vec<Match>>> {
-        query::query_batch(&self.shared, fingerprints, k)
-    }
-
-    /// Sets how many threads a large [`query_batch`](Self::query_batch) may
-    /// use (at least 1; the default is the machine's available
-    /// parallelism).
-    pub fn set_batch_threads(&self, threads: usize) {
-        self.shared
-            .batch_threads
-            .store(threads.max(1), std::sync::atomic::Ordering::Relaxed);
     }
 
     /// The ids stored for a fingerprint, increasing.
@@ -290,6 +300,7 @@ impl Store {
     /// Merges every pending fingerprint into the compressed tables and
     /// drops deleted ones from them now.
     pub fn compact(&self) -> Result<CompactionReport> {
+        self.shared.take_background_error()?;
         compact::compact(&self.shared)
     }
 
@@ -314,6 +325,7 @@ impl Store {
     /// Writes RocksDB's in-memory buffers to table files, so the next open
     /// has less write-ahead log to replay. Durability does not depend on it.
     pub fn flush(&self) -> Result<()> {
+        self.shared.take_background_error()?;
         self.shared.db.flush()
     }
 
@@ -322,6 +334,7 @@ impl Store {
     /// rewrite its files. Takes about as long as reading the store once;
     /// `simstore compact` runs it, and `simstore add` after a bulk load.
     pub fn reclaim_space(&self) -> Result<()> {
+        self.shared.take_background_error()?;
         self.shared.db.flush()?;
         self.shared.db.compact_files()
     }
@@ -329,12 +342,41 @@ impl Store {
     /// Makes every acknowledged write durable now (useful in buffered mode
     /// before a planned shutdown).
     pub fn sync(&self) -> Result<()> {
+        self.shared.take_background_error()?;
         self.shared.db.flush_wal()
     }
-}
 
-impl Drop for Store {
-    fn drop(&mut self) {
+    /// Closes the store: stops background work, makes buffered writes
+    /// durable and flushes RocksDB's memtables to its table files, so the
+    /// next open has no log to replay. Returns a failure of background
+    /// work not yet returned by another call, else the first error of the
+    /// sync and the flush (all are attempted). Dropping the handle does
+    /// the same and ignores the errors.
+    ///
+    /// ```
+    /// # let dir = std::env::temp_dir().join(format!("simstore-doc-close-{}", std::process::id()));
+    /// # let _ = std::fs::remove_dir_all(&dir);
+    /// use simstore::{Durability, Options, Store};
+    ///
+    /// let store = Store::create(&dir, &Options::new().durability(Durability::Buffered))?;
+    /// store.insert(0x0123_4567_89ab_cdef, 7)?;
+    /// store.close()?; // the buffered insert is on disk
+    /// let store = Store::open(&dir, &Options::new())?;
+    /// assert_eq!(store.ids(0x0123_4567_89ab_cdef)?, vec![7]);
+    /// # drop(store);
+    /// # std::fs::remove_dir_all(&dir).unwrap();
+    /// # Ok::<(), simstore::Error>(())
+    /// ```
+    pub fn close(mut self) -> Result<()> {
+        self.shut_down()
+    }
+
+    /// What [`close`](Self::close) and `drop` do, once.
+    fn shut_down(&mut self) -> Result<()> {
+        if self.closed {
+            return Ok(());
+        }
+        self.closed = true;
         self.shared
             .stopping
             .store(true, std::sync::atomic::Ordering::Release);
@@ -342,16 +384,26 @@ impl Drop for Store {
         if let Some(handle) = self.compactor.take() {
             compact::stop_compactor(&self.shared, handle);
         }
+        let background = self.shared.take_background_error();
         // Buffered writes since the last sync become durable at a clean
         // close, and the memtables go to table files so the next open has
         // no log to replay (RocksDB would not flush them at close, and
-        // recovery leaves them for a flush behind the open); a failure here
-        // has no one to report to, and the next open recovers whatever
-        // reached the disk.
-        if !self.shared.sync_writes() {
-            let _ = self.shared.db.flush_wal();
-        }
-        let _ = self.shared.db.flush();
+        // recovery leaves them for a flush behind the open).
+        let synced = if self.shared.sync_writes() {
+            Ok(())
+        } else {
+            self.shared.db.flush_wal()
+        };
+        let flushed = self.shared.db.flush();
+        background.and(synced).and(flushed)
+    }
+}
+
+impl Drop for Store {
+    fn drop(&mut self) {
+        // A failure here has no one to report to (`close` returns it); the
+        // next open recovers whatever reached the disk.
+        let _ = self.shut_down();
     }
 }
 
@@ -383,7 +435,7 @@ mod tests {
         };
         let fps: Vec<u64> = (0..3000).map(|_| next()).collect();
         store
-            .insert_batch(&fps.iter().map(|&f| (f, 1)).collect::<Vec<_>>())
+            .insert_many(&fps.iter().map(|&f| (f, 1)).collect::<Vec<_>>())
             .unwrap();
         store.compact().unwrap();
         let blocks = store.stats().blocks as usize / store.plan().tables().len();
@@ -391,7 +443,7 @@ mod tests {
             .map(|i| fps[i % fps.len()] ^ (1 << (i % 64)) ^ (next() % 2))
             .collect();
         for n in [3, blocks / 2, 4 * blocks] {
-            let batch = store.query_batch(&queries[..n], 3).unwrap();
+            let batch = store.query_many(&queries[..n], 3).unwrap();
             for (q, got) in queries[..n].iter().zip(batch) {
                 assert_eq!(got, store.query(*q, 3).unwrap(), "batch of {n}");
             }

@@ -29,7 +29,11 @@ const MAX_CODE_ID: u32 = 1 << 20;
 /// Creates a new store in `dir`, which must be absent or empty.
 pub(crate) fn create(dir: &Path, options: &Options) -> Result<Shared> {
     options.check()?;
-    let k = options.max_distance.unwrap_or(DEFAULT_MAX_DISTANCE);
+    // `check` bounded it by MAX_SUPPORTED_DISTANCE, far below 256.
+    let k = options
+        .max_distance
+        .unwrap_or(DEFAULT_MAX_DISTANCE)
+        .min(255) as u8;
     let expected_size = options.expected_size.unwrap_or(DEFAULT_EXPECTED_SIZE);
     let plan = Plan::for_size(k, expected_size, options.tables)?;
     let block_size = options.block_size.unwrap_or(DEFAULT_BLOCK_SIZE);
@@ -134,7 +138,7 @@ fn check_compatible(m: &Manifest, o: &Options) -> Result<()> {
     };
     let k = m.plan.max_distance();
     if let Some(asked) = o.max_distance {
-        if asked != k {
+        if asked != u32::from(k) {
             return mismatch("max_distance", k.to_string(), asked.to_string());
         }
     }
@@ -417,6 +421,7 @@ fn load(dir: &Path, db: Db, manifest: Manifest, options: &Options) -> Result<Sha
         queue: Mutex::new(Queue::default()),
         compaction: Mutex::new(()),
         compaction_error: Mutex::new(None),
+        background_error: Mutex::new(None),
         wake: (Mutex::new(false), Condvar::new()),
         poisoned: AtomicBool::new(false),
         tables_lag: AtomicBool::new(false),
@@ -424,8 +429,8 @@ fn load(dir: &Path, db: Db, manifest: Manifest, options: &Options) -> Result<Sha
         gate,
         generation: AtomicU64::new(0),
         last_sync: Mutex::new(std::time::Instant::now()),
-        batch_threads: std::sync::atomic::AtomicUsize::new(
-            std::thread::available_parallelism().map_or(1, usize::from),
-        ),
+        query_threads: options
+            .query_threads
+            .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, usize::from)),
     })
 }

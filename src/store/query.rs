@@ -17,6 +17,7 @@ const BATCH_CHUNK: usize = 1 << 20;
 
 /// A stored fingerprint within the asked distance of a query.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Match {
     /// The stored fingerprint.
     pub fingerprint: u64,
@@ -24,6 +25,18 @@ pub struct Match {
     pub distance: u32,
     /// Its document ids, increasing.
     pub ids: Vec<u64>,
+}
+
+impl Match {
+    /// A match as the store reports one (for tests and adapters that
+    /// build answers of their own).
+    pub fn new(fingerprint: u64, distance: u32, ids: Vec<u64>) -> Self {
+        Self {
+            fingerprint,
+            distance,
+            ids,
+        }
+    }
 }
 
 fn check_distance(shared: &Shared, k: u32) -> Result<&[usize]> {
@@ -39,7 +52,7 @@ fn check_distance(shared: &Shared, k: u32) -> Result<&[usize]> {
         })
         .ok_or(Error::DistanceTooLarge {
             asked: k,
-            supported,
+            supported: u32::from(supported),
         })
 }
 
@@ -369,10 +382,7 @@ pub(crate) fn query_batch(shared: &Shared, fps: &[u64], k: u32) -> Result<Vec<Ve
     let mut results = Vec::with_capacity(fps.len());
     for chunk in fps.chunks(BATCH_CHUNK) {
         let threads = if chunk.len() >= PARALLEL_MIN {
-            shared
-                .batch_threads
-                .load(std::sync::atomic::Ordering::Relaxed)
-                .max(1)
+            shared.query_threads.max(1)
         } else {
             1
         };

@@ -37,6 +37,9 @@ pub(crate) struct Shared {
     pub compaction: Mutex<()>,
     /// Set when a background compaction failed; its message.
     pub compaction_error: Mutex<Option<String>>,
+    /// A failure of background work not yet returned to a caller (see
+    /// [`Error::Background`]).
+    pub background_error: Mutex<Option<Error>>,
     /// Wakes the background compactor; `true` asks it to stop.
     pub wake: (Mutex<bool>, Condvar),
     pub poisoned: AtomicBool,
@@ -58,7 +61,7 @@ pub(crate) struct Shared {
     /// When the write-ahead log was last fsynced by a buffered-mode write.
     pub last_sync: Mutex<std::time::Instant>,
     /// Threads a large query batch may use.
-    pub batch_threads: std::sync::atomic::AtomicUsize,
+    pub query_threads: usize,
 }
 
 impl Shared {
@@ -68,6 +71,25 @@ impl Shared {
     }
 
     /// Fails once the store has been poisoned by an uncertain write.
+    /// Records a failure of background work: for [`Stats`](super::Stats)
+    /// until the work next succeeds, and for the next call that returns it.
+    pub fn background_failed(&self, task: &'static str, error: Error) {
+        *self.compaction_error.lock() = Some(format!("{task}: {error}"));
+        *self.background_error.lock() = Some(Error::Background {
+            task,
+            source: Box::new(error),
+        });
+    }
+
+    /// The failure of background work not yet returned to a caller, as an
+    /// error (once).
+    pub fn take_background_error(&self) -> Result<()> {
+        match self.background_error.lock().take() {
+            Some(e) => Err(e),
+            None => Ok(()),
+        }
+    }
+
     pub fn check_writable(&self) -> Result<()> {
         if self.poisoned.load(Ordering::Acquire) {
             return Err(Error::Poisoned);

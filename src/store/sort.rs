@@ -48,8 +48,12 @@ pub(crate) fn sorted_keys<T>(values: &[T], key: impl Fn(&T) -> u64) -> Vec<u64> 
 
 /// The `(fingerprint, id)` pairs of `pairs` that have an id, sorted
 /// (repeats kept), by the same radix pass on the fingerprints' top bits.
-pub(crate) fn sorted_pairs(pairs: &[(u64, Option<u64>)]) -> Vec<(u64, u64)> {
-    let with_ids = || pairs.iter().filter_map(|&(fp, id)| id.map(|id| (fp, id)));
+pub(crate) fn sorted_pairs<E: super::Entry>(pairs: &[E]) -> Vec<(u64, u64)> {
+    let with_ids = || {
+        pairs
+            .iter()
+            .filter_map(|e| e.id().map(|id| (e.fingerprint(), id)))
+    };
     let n = with_ids().count();
     if n < RADIX_MIN {
         let mut out: Vec<(u64, u64)> = with_ids().collect();

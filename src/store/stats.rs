@@ -6,6 +6,7 @@ use super::shared::Shared;
 
 /// Counts and sizes of a store at one instant.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Stats {
     /// Live fingerprints.
     pub fingerprints: u64,
@@ -14,7 +15,7 @@ pub struct Stats {
     /// Number of permuted tables.
     pub tables: usize,
     /// The largest distance the tables answer.
-    pub max_distance: u8,
+    pub max_distance: u32,
     /// Blocks over all tables.
     pub blocks: u64,
     /// Fingerprints appended but not yet merged into blocks.
@@ -49,7 +50,7 @@ pub(crate) fn stats(shared: &Shared) -> Stats {
         fingerprints: state.fingerprints(),
         ids: state.ids,
         tables: state.tables.len(),
-        max_distance: shared.plan.max_distance(),
+        max_distance: u32::from(shared.plan.max_distance()),
         blocks: state.tables.iter().map(|t| t.keys().len() as u64).sum(),
         pending: state.pending.len() as u64,
         tombstones: state.tombstones.len() as u64,

@@ -15,6 +15,7 @@ use crate::format::records::{self, IndexEntry};
 
 /// What [`Store::verify`](super::Store::verify) found.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct VerifyReport {
     /// Tables checked.
     pub tables: usize,

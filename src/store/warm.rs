@@ -241,7 +241,7 @@ pub(crate) fn warm(shared: &Shared) -> Result<()> {
             .collect();
         state.tables = Arc::new(settled);
     }
-    super::memory::release_free_memory();
+    super::memory::release_free_memory(shared);
     Ok(())
 }
 
@@ -297,7 +297,7 @@ pub(crate) fn spawn(shared: &Arc<Shared>) -> std::io::Result<Option<JoinHandle<(
         .name("simstore-warm".into())
         .spawn(move || {
             if let Err(e) = warm(&shared) {
-                *shared.compaction_error.lock() = Some(format!("reading blocks into memory: {e}"));
+                shared.background_failed("reading of blocks into memory", e);
             }
         })
         .map(Some)

@@ -15,6 +15,7 @@ use crate::format::keys;
 
 /// One change to the store.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Op {
     /// Store a fingerprint, with a document id when given.
     Insert {

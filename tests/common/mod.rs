@@ -124,9 +124,7 @@ pub fn shape(matches: &[simstore::Match]) -> Vec<(u32, u64, Vec<u64>)> {
 /// Checks every query path against the model for the given queries and
 /// every distance up to the store's maximum.
 pub fn check_store(store: &simstore::Store, model: &Model, queries: &[u64]) {
-    for k in 0..=u32::from(store.max_distance()) {
-        let batch = store.query_batch(queries, k).unwrap();
-        assert_eq!(batch.len(), queries.len());
+    for k in 0..=store.max_distance() {
         let many = store.query_many(queries, k).unwrap();
         assert_eq!(many.len(), queries.len());
         let first_many = store.query_first_many(queries, k).unwrap();
@@ -135,7 +133,7 @@ pub fn check_store(store: &simstore::Store, model: &Model, queries: &[u64]) {
             let expect = model.query(q, k);
             let got = shape(&store.query(q, k).unwrap());
             assert_eq!(got, expect, "query {q:016x} k={k}");
-            assert_eq!(shape(&batch[i]), expect, "batch query {q:016x} k={k}");
+
             assert_eq!(shape(&many[i]), expect, "query_many {q:016x} k={k}");
             for first in [store.query_first(q, k).unwrap(), first_many[i].clone()] {
                 match first {
