@@ -63,7 +63,7 @@ impl Db {
 
     /// Table `t`'s family, or the id blocks' when `t` is the number of
     /// tables.
-    fn file_family(&self, t: usize) -> Result<&rocksdb::ColumnFamily> {
+    fn file_family(&self, t: usize) -> Result<&super::Family> {
         if t == self.tables {
             return self.family(keys::ID_BLOCKS_FAMILY);
         }

@@ -2,15 +2,18 @@
 //! plus the families for codes, ids, pending fingerprints and tombstones.
 //! This is the only module that names RocksDB types.
 
+mod batch;
 mod directory;
 mod files;
 
 use std::path::Path;
 
 use rocksdb::{
-    BlockBasedOptions, Cache, ColumnFamily, ColumnFamilyDescriptor, DBCompressionType,
-    DBRecoveryMode, ErrorKind, Options as DbOptions, WriteBatch, WriteOptions, DB,
+    BlockBasedOptions, Cache, ColumnFamilyDescriptor, DBCompressionType, DBRecoveryMode, ErrorKind,
+    Options as DbOptions, WriteOptions, DB,
 };
+
+pub use batch::{Batch, Family};
 
 pub use directory::{
     check_directory, io, publish, staging_directory, sync_directory, write_marker,
@@ -301,7 +304,7 @@ impl Db {
         self.family_bytes(self.family(keys::ID_BLOCKS_FAMILY)?)
     }
 
-    fn family_bytes(&self, family: &ColumnFamily) -> Result<u64> {
+    fn family_bytes(&self, family: &Family) -> Result<u64> {
         let mut total = 0u64;
         for property in [
             "rocksdb.total-sst-files-size",
@@ -322,7 +325,7 @@ impl Db {
     }
 
     /// A column family by name.
-    pub fn family(&self, name: &str) -> Result<&ColumnFamily> {
+    pub fn family(&self, name: &str) -> Result<&Family> {
         self.db.cf_handle(name).ok_or_else(|| {
             Error::corrupt(
                 Location::Database,
@@ -332,26 +335,26 @@ impl Db {
     }
 
     /// The column family of table `n`.
-    pub fn table(&self, n: usize) -> Result<&ColumnFamily> {
+    pub fn table(&self, n: usize) -> Result<&Family> {
         self.family(&keys::table_family(n))
     }
 
     /// The default column family (manifest, counters).
-    pub fn default_family(&self) -> Result<&ColumnFamily> {
+    pub fn default_family(&self) -> Result<&Family> {
         self.family(rocksdb::DEFAULT_COLUMN_FAMILY_NAME)
     }
 
     /// Writes a batch atomically; with `sync` it is fsynced before return.
-    pub fn write(&self, batch: WriteBatch, sync: bool) -> Result<()> {
+    pub fn write(&self, batch: Batch, sync: bool) -> Result<()> {
         let mut opts = WriteOptions::default();
         opts.set_sync(sync);
         self.db
-            .write_opt(batch, &opts)
+            .write_opt(batch.into_inner(), &opts)
             .map_err(db_error("writing a batch"))
     }
 
     /// Reads one value.
-    pub fn get(&self, family: &ColumnFamily, key: &[u8]) -> Result<Option<Vec<u8>>> {
+    pub fn get(&self, family: &Family, key: &[u8]) -> Result<Option<Vec<u8>>> {
         self.db
             .get_cf(family, key)
             .map_err(db_error("reading a record"))
@@ -361,7 +364,7 @@ impl Db {
     /// order, until `visit` returns `Ok(false)`.
     pub fn scan(
         &self,
-        family: &ColumnFamily,
+        family: &Family,
         from: &[u8],
         mut visit: impl FnMut(&[u8], &[u8]) -> Result<bool>,
     ) -> Result<()> {
@@ -398,13 +401,13 @@ impl Db {
     /// Writes every column family's memtable to SST files, so the next
     /// open replays less WAL.
     pub fn flush(&self) -> Result<()> {
-        let families: Vec<&ColumnFamily> = self.family_handles()?;
+        let families: Vec<&Family> = self.family_handles()?;
         self.db
             .flush_cfs_opt(&families, &rocksdb::FlushOptions::default())
             .map_err(db_error("flushing memtables"))
     }
 
-    fn family_handles(&self) -> Result<Vec<&ColumnFamily>> {
+    fn family_handles(&self) -> Result<Vec<&Family>> {
         family_names(self.tables)
             .iter()
             .filter(|n| *n != keys::ID_BLOCKS_FAMILY || self.has_id_blocks_family())
@@ -429,15 +432,18 @@ impl Db {
 }
 
 /// A new write batch.
-pub fn batch() -> WriteBatch {
-    WriteBatch::default()
+pub fn batch() -> Batch {
+    Batch::new()
 }
 
 /// An empty write batch with room for about `bytes` of records, so a
 /// large one is not copied as it grows.
-pub fn batch_with_capacity(bytes: usize) -> WriteBatch {
-    WriteBatch::with_capacity_bytes(bytes)
+pub fn batch_with_capacity(bytes: usize) -> Batch {
+    Batch::with_capacity(bytes)
 }
+
+/// The name of RocksDB's default column family (the store's records).
+pub const DEFAULT_FAMILY: &str = rocksdb::DEFAULT_COLUMN_FAMILY_NAME;
 
 /// Maps an error from opening RocksDB: a held lock becomes
 /// [`Error::Locked`].

@@ -6,7 +6,6 @@
 //! other write or compaction interleaves; queries go on, reading the old
 //! tables until the new ones are swapped in.
 
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use super::compact::{
@@ -21,8 +20,8 @@ use crate::format::{keys, records};
 /// Inserts every `(fingerprint, id)` pair; `None` stores the fingerprint
 /// alone. All or nothing.
 pub(crate) fn insert_bulk<E: super::Entry>(shared: &Shared, pairs: &[E]) -> Result<()> {
-    let _one_at_a_time = shared.compaction.lock();
-    let _leader = shared.commit.lock();
+    let _one_at_a_time = shared.locks.merging();
+    let _leader = shared.locks.commit();
     shared.check_writable()?;
     shared.check_directory()?;
     let plan = &shared.plan;
@@ -111,7 +110,7 @@ pub(crate) fn insert_bulk<E: super::Entry>(shared: &Shared, pairs: &[E]) -> Resu
         state.pending = Pending::new(plan.tables().len());
         state.tombstones.clear();
         state.ids = counters.ids + new_ids;
-        shared.generation.fetch_add(1, Ordering::Release);
+        shared.locks.next_generation();
     })?;
     // The memtables may now hold blocks of tables not filed (and the ids):
     // flush them before returning rather than beside the next bulk

@@ -7,10 +7,7 @@
 //! made during the merge is lost or resurrected), writes one atomic batch
 //! covering every table, and swaps the new table snapshots in.
 
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use std::thread::JoinHandle;
-use std::time::Duration;
 
 use super::files::{self, Merged, MergedIds};
 use super::ids::{self, IdBuilder, IdTable, Overlay, Truth};
@@ -36,14 +33,14 @@ pub struct CompactionReport {
 
 /// Runs one compaction of everything pending and tombstoned now.
 pub(crate) fn compact(shared: &Shared) -> Result<CompactionReport> {
-    let _one_at_a_time = shared.compaction.lock();
+    let _one_at_a_time = shared.locks.merging();
     shared.check_writable()?;
     let plan = &shared.plan;
     let (tables, id_table, overlay, fold, adds, removes, generation) = {
         let state = shared.state.read();
         let mut removes: Vec<u64> = state.tombstones.iter().copied().collect();
         removes.sort_unstable();
-        let generation = shared.generation.load(Ordering::Acquire);
+        let generation = shared.locks.generation();
         (
             Arc::clone(&state.tables),
             Arc::clone(&state.id_table),
@@ -163,7 +160,7 @@ const PARALLEL_MERGE_MIN: usize = 1 << 14;
 
 /// A write batch with room for [`write_tables`] of `outputs` and a few
 /// more records, so a large one is not copied as it grows.
-pub(crate) fn tables_batch(outputs: &[Merged]) -> rocksdb::WriteBatch {
+pub(crate) fn tables_batch(outputs: &[Merged]) -> crate::storage::Batch {
     // Each record: a tag, a column family id, two lengths, the key.
     const RECORD: usize = 24;
     let bytes: usize = outputs
@@ -189,7 +186,7 @@ pub(crate) fn tables_batch(outputs: &[Merged]) -> rocksdb::WriteBatch {
 /// table does not hold its blocks twice while RocksDB takes the batch.
 pub(crate) fn write_tables(
     shared: &Shared,
-    batch: &mut rocksdb::WriteBatch,
+    batch: &mut crate::storage::Batch,
     outputs: &mut [Merged],
     report: &mut CompactionReport,
 ) -> Result<()> {
@@ -232,7 +229,7 @@ pub(crate) fn write_tables(
 /// id blocks hold that were not stored before.
 pub(crate) fn write_ids(
     shared: &Shared,
-    batch: &mut rocksdb::WriteBatch,
+    batch: &mut crate::storage::Batch,
     outputs: &mut [Merged],
     ids: &IdsInput<'_>,
     removes: &[u64],
@@ -293,7 +290,7 @@ fn commit(
 ) -> Result<CompactionReport> {
     let db = &shared.db;
     let plan = &shared.plan;
-    let _leader = shared.commit.lock();
+    let _leader = shared.locks.commit();
     shared.check_writable()?;
     shared.check_directory()?;
     let mut report = CompactionReport {
@@ -310,7 +307,7 @@ fn commit(
         db.family(keys::TOMBSTONES_FAMILY)?,
     );
     let new_table_fingerprints = outputs.first().map_or(0, |m| m.out.state.fingerprints());
-    if shared.generation.load(Ordering::Acquire) == generation {
+    if shared.locks.generation() == generation {
         // Nothing was written while the merge ran: everything pending was
         // merged and every tombstone applied, so both families empty out.
         // (No other key can be in them: writers are held off by the commit
@@ -407,43 +404,4 @@ fn commit(
         }
     })?;
     Ok(report)
-}
-
-/// Starts the background compactor: it merges whenever enough is pending
-/// and stops when [`stop_compactor`] is called.
-pub(crate) fn spawn_compactor(shared: Arc<Shared>) -> std::io::Result<JoinHandle<()>> {
-    std::thread::Builder::new()
-        .name("simstore-compactor".into())
-        .spawn(move || loop {
-            {
-                let (lock, cv) = &shared.wake;
-                let mut stop = lock.lock();
-                if *stop {
-                    return;
-                }
-                cv.wait_for(&mut stop, Duration::from_secs(1));
-                if *stop {
-                    return;
-                }
-            }
-            if shared.merge_due() {
-                match compact(&shared) {
-                    Ok(_) => *shared.compaction_error.lock() = None,
-                    Err(e) => {
-                        shared.background_failed("merge of pending fingerprints", e);
-                        std::thread::sleep(Duration::from_secs(1));
-                    }
-                }
-            }
-        })
-}
-
-/// Asks the compactor to stop and waits for it.
-pub(crate) fn stop_compactor(shared: &Shared, handle: JoinHandle<()>) {
-    {
-        let (lock, cv) = &shared.wake;
-        *lock.lock() = true;
-        cv.notify_all();
-    }
-    let _ = handle.join();
 }

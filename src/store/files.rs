@@ -13,7 +13,6 @@
 //! `storage-format.md` (commit protocol) is the reference.
 
 use std::path::{Path, PathBuf};
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use super::shared::Shared;
@@ -180,7 +179,7 @@ pub(crate) fn discard(store: &Path) -> Result<()> {
 /// open finishes the ingestion).
 pub(crate) fn commit(
     shared: &Shared,
-    mut batch: rocksdb::WriteBatch,
+    mut batch: crate::storage::Batch,
     filed: &[usize],
     swap: impl FnOnce(&mut State),
 ) -> Result<()> {
@@ -215,7 +214,7 @@ pub(crate) fn commit(
     let ingest_marking_lag = || {
         let ingested = ingest(shared, filed);
         if ingested.is_err() {
-            shared.tables_lag.store(true, Ordering::Release);
+            shared.health.set_tables_lag();
         }
         ingested
     };
@@ -237,7 +236,7 @@ pub(crate) fn commit(
             Ok(())
         }
         Err(e) => {
-            shared.poisoned.store(true, Ordering::Release);
+            shared.health.poison();
             Err(e)
         }
     }
@@ -287,7 +286,7 @@ pub(crate) fn finish_interrupted(db: &Db, store: &Path) -> Result<()> {
         let corrupt = |reason: String| {
             Error::corrupt(
                 Location::Record {
-                    family: rocksdb::DEFAULT_COLUMN_FAMILY_NAME,
+                    family: crate::storage::DEFAULT_FAMILY,
                 },
                 format!("table files record: {reason}"),
             )

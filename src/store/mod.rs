@@ -3,9 +3,12 @@
 
 mod bulk;
 mod compact;
+mod compactor;
 mod entry;
 mod files;
+mod health;
 mod ids;
+mod locks;
 mod memory;
 mod near;
 mod open;
@@ -111,11 +114,9 @@ impl Store {
             None
         } else {
             Some(
-                compact::spawn_compactor(Arc::clone(&shared)).map_err(|source| {
-                    crate::Error::Io {
-                        path: shared.dir.clone(),
-                        source,
-                    }
+                compactor::spawn(Arc::clone(&shared)).map_err(|source| crate::Error::Io {
+                    path: shared.dir.clone(),
+                    source,
                 })?,
             )
         };
@@ -377,12 +378,10 @@ impl Store {
             return Ok(());
         }
         self.closed = true;
-        self.shared
-            .stopping
-            .store(true, std::sync::atomic::Ordering::Release);
+        self.shared.health.stop();
         self.wait_warm();
         if let Some(handle) = self.compactor.take() {
-            compact::stop_compactor(&self.shared, handle);
+            compactor::stop(&self.shared, handle);
         }
         let background = self.shared.take_background_error();
         // Buffered writes since the last sync become durable at a clean

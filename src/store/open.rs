@@ -4,12 +4,13 @@
 
 use std::collections::{BTreeMap, HashSet};
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::sync::Arc;
 
-use parking_lot::{Condvar, Mutex, RwLock};
+use parking_lot::{Mutex, RwLock};
 
+use super::health::Health;
 use super::ids::{IdTable, Overlay};
+use super::locks::Locks;
 use super::options::{Options, DEFAULT_BLOCK_SIZE, DEFAULT_EXPECTED_SIZE, DEFAULT_MAX_DISTANCE};
 use super::shared::Shared;
 use super::state::{Pending, State};
@@ -417,18 +418,11 @@ fn load(dir: &Path, db: Db, manifest: Manifest, options: &Options) -> Result<Sha
         expected_size: manifest.expected_size,
         options: options.clone(),
         state: RwLock::new(state),
-        commit: Mutex::new(()),
+        locks: Locks::default(),
         queue: Mutex::new(Queue::default()),
-        compaction: Mutex::new(()),
-        compaction_error: Mutex::new(None),
-        background_error: Mutex::new(None),
-        wake: (Mutex::new(false), Condvar::new()),
-        poisoned: AtomicBool::new(false),
-        tables_lag: AtomicBool::new(false),
-        stopping: AtomicBool::new(false),
+        health: Health::default(),
+        compactor: Default::default(),
         gate,
-        generation: AtomicU64::new(0),
-        last_sync: Mutex::new(std::time::Instant::now()),
         query_threads: options
             .query_threads
             .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, usize::from)),

@@ -2,13 +2,12 @@
 //! concurrent callers.
 
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
-use parking_lot::{Condvar, Mutex, RwLock, RwLockReadGuard};
+use parking_lot::{Mutex, RwLock, RwLockReadGuard};
 
-use super::options::{
-    Durability, Options, BUFFERED_SYNC_INTERVAL, DEFAULT_MIN_MERGE_THRESHOLD, MERGE_FRACTION,
-};
+use super::health::Health;
+use super::locks::Locks;
+use super::options::{Durability, Options, DEFAULT_MIN_MERGE_THRESHOLD, MERGE_FRACTION};
 use super::state::State;
 use super::write::Queue;
 use crate::error::{Error, Result};
@@ -28,38 +27,18 @@ pub(crate) struct Shared {
     /// What queries read. Held for reading during a query; for writing
     /// only to apply a committed change.
     pub state: RwLock<State>,
-    /// The commit lock: its holder is the only writer of `state` and of the
-    /// database.
-    pub commit: Mutex<()>,
+    /// The merge and commit locks (see [`Locks`] for their order).
+    pub locks: Locks,
     /// Requests waiting to be committed, and whether a caller leads.
     pub queue: Mutex<Queue>,
-    /// Serialises compactions.
-    pub compaction: Mutex<()>,
-    /// Set when a background compaction failed; its message.
-    pub compaction_error: Mutex<Option<String>>,
-    /// A failure of background work not yet returned to a caller (see
-    /// [`Error::Background`]).
-    pub background_error: Mutex<Option<Error>>,
-    /// Wakes the background compactor; `true` asks it to stop.
-    pub wake: (Mutex<bool>, Condvar),
-    pub poisoned: AtomicBool,
-    /// Set when a commit through table files failed before every file
-    /// went in: the table families lag the state in memory, so reads of
-    /// tables kept on disk, and `verify`, are refused until the store is
-    /// reopened (which finishes the commit). Tables held in memory still
-    /// answer: a block they have not read is one the commit did not change.
-    pub tables_lag: AtomicBool,
-    /// Set when the handle is dropped: background work stops.
-    pub stopping: AtomicBool,
+    /// Whether the handle may write, whether its families lag, whether it
+    /// is closing, and its background failures.
+    pub health: Health,
+    /// Wakes the background compactor, or stops it.
+    pub compactor: super::compactor::Signal,
     /// Paces probes' reads of blocks not held yet while they are read
     /// behind the open.
     pub gate: std::sync::Arc<super::warm::Gate>,
-    /// Incremented by every committed write group (under the state write
-    /// lock): a compaction that sees it unchanged knows nothing was
-    /// inserted or deleted while it merged.
-    pub generation: AtomicU64,
-    /// When the write-ahead log was last fsynced by a buffered-mode write.
-    pub last_sync: Mutex<std::time::Instant>,
     /// Threads a large query batch may use.
     pub query_threads: usize,
 }
@@ -71,48 +50,32 @@ impl Shared {
     }
 
     /// Fails once the store has been poisoned by an uncertain write.
-    /// Records a failure of background work: for [`Stats`](super::Stats)
-    /// until the work next succeeds, and for the next call that returns it.
-    pub fn background_failed(&self, task: &'static str, error: Error) {
-        *self.compaction_error.lock() = Some(format!("{task}: {error}"));
-        *self.background_error.lock() = Some(Error::Background {
-            task,
-            source: Box::new(error),
-        });
+    pub fn check_writable(&self) -> Result<()> {
+        self.health.check_writable()
     }
 
     /// The failure of background work not yet returned to a caller, as an
     /// error (once).
     pub fn take_background_error(&self) -> Result<()> {
-        match self.background_error.lock().take() {
-            Some(e) => Err(e),
-            None => Ok(()),
-        }
-    }
-
-    pub fn check_writable(&self) -> Result<()> {
-        if self.poisoned.load(Ordering::Acquire) {
-            return Err(Error::Poisoned);
-        }
-        Ok(())
+        self.health.take_background_error()
     }
 
     /// The state, read-locked, for reading its tables' blocks: refused
     /// with [`Error::Poisoned`] when it keeps tables on disk and the table
-    /// families lag it (see [`tables_lag`](Self::tables_lag)).
+    /// families lag it (see [`Health::tables_lag`]).
     pub fn readable_state(&self) -> Result<RwLockReadGuard<'_, State>> {
         let state = self.state.read();
-        if self.tables_lag.load(Ordering::Acquire) && state.tables.iter().any(|t| !t.in_memory()) {
+        if self.health.tables_lag() && state.tables.iter().any(|t| !t.in_memory()) {
             return Err(Error::Poisoned);
         }
         Ok(state)
     }
 
     /// Fails with [`Error::Poisoned`] when the table families lag the
-    /// state (see [`tables_lag`](Self::tables_lag)): what is stored cannot
+    /// state (see [`Health::tables_lag`]): what is stored cannot
     /// be checked against it.
     pub fn check_families_current(&self) -> Result<()> {
-        if self.tables_lag.load(Ordering::Acquire) {
+        if self.health.tables_lag() {
             return Err(Error::Poisoned);
         }
         Ok(())
@@ -125,7 +88,7 @@ impl Shared {
         if self.dir.join(crate::format::marker::FILE_NAME).is_file() {
             return Ok(());
         }
-        self.poisoned.store(true, Ordering::Release);
+        self.health.poison();
         Err(Error::Storage {
             context: "committing a write",
             message: format!(
@@ -136,7 +99,11 @@ impl Shared {
     }
 
     /// Adds the counters record to a batch.
-    pub fn put_counters(&self, batch: &mut rocksdb::WriteBatch, counters: &Counters) -> Result<()> {
+    pub fn put_counters(
+        &self,
+        batch: &mut crate::storage::Batch,
+        counters: &Counters,
+    ) -> Result<()> {
         batch.put_cf(
             self.db.default_family()?,
             keys::COUNTERS,
@@ -153,31 +120,24 @@ impl Shared {
     /// In buffered mode the first write at least
     /// [`BUFFERED_SYNC_INTERVAL`] after the last sync is fsynced, so a power
     /// cut loses at most the writes acknowledged since then.
-    pub fn write_or_poison(&self, batch: rocksdb::WriteBatch) -> Result<()> {
-        let sync = self.sync_writes() || {
-            let mut last = self.last_sync.lock();
-            let due = last.elapsed() >= BUFFERED_SYNC_INTERVAL;
-            if due {
-                *last = std::time::Instant::now();
-            }
-            due
-        };
+    pub fn write_or_poison(&self, batch: crate::storage::Batch) -> Result<()> {
+        let sync = self.sync_writes() || self.locks.sync_due();
         self.write_poisoning(batch, sync)
     }
 
     /// Writes a batch fsynced whatever the store's durability (poisoning
     /// the store on failure, as [`write_or_poison`](Self::write_or_poison)).
-    pub fn write_synced_or_poison(&self, batch: rocksdb::WriteBatch) -> Result<()> {
+    pub fn write_synced_or_poison(&self, batch: crate::storage::Batch) -> Result<()> {
         if !self.sync_writes() {
-            *self.last_sync.lock() = std::time::Instant::now();
+            self.locks.synced();
         }
         self.write_poisoning(batch, true)
     }
 
-    fn write_poisoning(&self, batch: rocksdb::WriteBatch, sync: bool) -> Result<()> {
+    fn write_poisoning(&self, batch: crate::storage::Batch, sync: bool) -> Result<()> {
         let result = self.db.write(batch, sync);
         if result.is_err() {
-            self.poisoned.store(true, Ordering::Release);
+            self.health.poison();
         }
         result
     }
@@ -211,9 +171,7 @@ impl Shared {
             return;
         }
         if self.merge_due() {
-            let (lock, cv) = &self.wake;
-            let _g = lock.lock();
-            cv.notify_one();
+            self.compactor.wake();
         }
     }
 }

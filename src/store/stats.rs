@@ -60,7 +60,7 @@ pub(crate) fn stats(shared: &Shared) -> Stats {
         prefix_bits: shared.plan.tables().iter().map(|t| t.prefix_bits).collect(),
         plan_blocks: shared.plan.blocks(),
         expected_size: shared.expected_size,
-        compaction_error: shared.compaction_error.lock().clone(),
+        compaction_error: shared.health.last_failure(),
         tables_in_memory: state.tables.iter().all(|t| t.in_memory()),
     }
 }

@@ -56,8 +56,8 @@ impl SetDigest {
 }
 
 pub(crate) fn verify(shared: &Shared) -> Result<VerifyReport> {
-    let _no_compaction = shared.compaction.lock();
-    let _no_writes = shared.commit.lock();
+    let _no_compaction = shared.locks.merging();
+    let _no_writes = shared.locks.commit();
     let db = &shared.db;
     let plan = &shared.plan;
     shared.check_families_current()?;

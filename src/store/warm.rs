@@ -192,9 +192,8 @@ fn fill_table(
 /// take the difference for damage. Its blocks not held yet are read by the
 /// probes that need them: such a block is one the commit did not change.
 pub(crate) fn warm(shared: &Shared) -> Result<()> {
-    let stop =
-        || shared.stopping.load(Ordering::Acquire) || shared.poisoned.load(Ordering::Acquire);
-    let _one_at_a_time = shared.compaction.lock();
+    let stop = || shared.health.stopping();
+    let _one_at_a_time = shared.locks.merging();
     let snapshot = Arc::clone(&shared.state.read().tables);
     // Probes may wait for the warming from here (and hold the state's read
     // lock while they wait, so the warming takes it no more until done).
@@ -297,7 +296,9 @@ pub(crate) fn spawn(shared: &Arc<Shared>) -> std::io::Result<Option<JoinHandle<(
         .name("simstore-warm".into())
         .spawn(move || {
             if let Err(e) = warm(&shared) {
-                shared.background_failed("reading of blocks into memory", e);
+                shared
+                    .health
+                    .background_failed("reading of blocks into memory", e);
             }
         })
         .map(Some)

@@ -187,7 +187,7 @@ fn lead_group(shared: &Shared, own: Arc<Request>) -> Result<Vec<bool>> {
             settled: false,
         };
         let outcomes = {
-            let _leader = shared.commit.lock();
+            let _leader = shared.locks.commit();
             commit_group(shared, &group.requests)
         };
         if let Some(outcome) = group.settle(outcomes) {
@@ -497,8 +497,6 @@ fn commit_group(shared: &Shared, group: &[Arc<Request>]) -> Result<Vec<Vec<bool>
         state.overlay.set(fp, id, mark);
     }
     state.ids = ids;
-    shared
-        .generation
-        .fetch_add(1, std::sync::atomic::Ordering::Release);
+    shared.locks.next_generation();
     Ok(outcomes)
 }

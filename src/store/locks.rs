@@ -1,0 +1,81 @@
+//! The two locks that order a handle's changes, and what they guard.
+//!
+//! Lock order, outermost first: [`Locks::merging`], then
+//! [`Locks::commit`], then the state's `RwLock`. A thread holding one may
+//! take the ones after it, never one before it, so no two threads can
+//! each hold a lock the other waits for. The other locks of a handle (the
+//! write queue, a queued request's turn, the health flags, the compactor's
+//! signal, the warming's gate, the time of the last sync) are leaves: no
+//! lock is taken while one of them is held, except a request's turn under
+//! the write queue (queue, then turn). `ARCHITECTURE.md` lists the threads
+//! that take them.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Instant;
+
+use parking_lot::{Mutex, MutexGuard};
+
+use super::options::BUFFERED_SYNC_INTERVAL;
+
+/// The merge lock, the commit lock, the write generation and the time of
+/// the last buffered-mode sync.
+pub(crate) struct Locks {
+    merging: Mutex<()>,
+    commit: Mutex<()>,
+    generation: AtomicU64,
+    last_sync: Mutex<Instant>,
+}
+
+impl Default for Locks {
+    fn default() -> Self {
+        Self {
+            merging: Mutex::new(()),
+            commit: Mutex::new(()),
+            generation: AtomicU64::new(0),
+            last_sync: Mutex::new(Instant::now()),
+        }
+    }
+}
+
+impl Locks {
+    /// Serialises the work that rewrites or reads every table: a
+    /// compaction, a bulk insert, the warming, `verify`. Taken first.
+    pub fn merging(&self) -> MutexGuard<'_, ()> {
+        self.merging.lock()
+    }
+
+    /// The commit lock: its holder is the only writer of the database and
+    /// of the state. Taken after [`merging`](Self::merging), if at all.
+    pub fn commit(&self) -> MutexGuard<'_, ()> {
+        self.commit.lock()
+    }
+
+    /// How many write groups have been committed; a compaction that sees
+    /// it unchanged across its merge knows nothing was inserted or
+    /// deleted meanwhile.
+    pub fn generation(&self) -> u64 {
+        self.generation.load(Ordering::Acquire)
+    }
+
+    /// Counts a committed write group (under the state's write lock).
+    pub fn next_generation(&self) {
+        self.generation.fetch_add(1, Ordering::Release);
+    }
+
+    /// In buffered mode, whether a write now should be fsynced: the first
+    /// at least [`BUFFERED_SYNC_INTERVAL`] after the last sync (which it
+    /// then counts as done).
+    pub fn sync_due(&self) -> bool {
+        let mut last = self.last_sync.lock();
+        let due = last.elapsed() >= BUFFERED_SYNC_INTERVAL;
+        if due {
+            *last = Instant::now();
+        }
+        due
+    }
+
+    /// Records a sync done now.
+    pub fn synced(&self) {
+        *self.last_sync.lock() = Instant::now();
+    }
+}
