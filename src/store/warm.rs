@@ -194,9 +194,15 @@ fn fill_table(
 pub(crate) fn warm(shared: &Shared) -> Result<()> {
     let stop = || shared.health.stopping();
     let _one_at_a_time = shared.locks.merging();
-    let snapshot = Arc::clone(&shared.state.read().tables);
-    // Probes may wait for the warming from here (and hold the state's read
-    // lock while they wait, so the warming takes it no more until done).
+    // Everything the scans need from the state is taken now: probes may
+    // wait for the warming from `running` on, holding the state's read
+    // lock, and a writer waiting for the write lock behind them would
+    // hold up another read by the warming (the lock is fair), so the
+    // warming takes the lock no more until it is done.
+    let (snapshot, id_table) = {
+        let state = shared.state.read();
+        (Arc::clone(&state.tables), Arc::clone(&state.id_table))
+    };
     let running = shared.gate.running();
     let read = |t: usize| -> Result<Option<Vec<(u64, String)>>> {
         let table = &snapshot[t];
@@ -206,7 +212,6 @@ pub(crate) fn warm(shared: &Shared) -> Result<()> {
         fill_table(&shared.db, t, table, &stop)
     };
     // The id blocks are read beside the tables, as one more job.
-    let id_table = Arc::clone(&shared.state.read().id_table);
     let job = |j: usize| -> Result<Option<Vec<(u64, String)>>> {
         if j < snapshot.len() {
             return read(j);
