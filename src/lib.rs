@@ -2,19 +2,60 @@
 //! answering "which stored fingerprints are within Hamming distance k?"
 //! with the permuted-table method of Manku, Jain and Das Sarma (WWW 2007).
 //!
-//! Layers, bottom up: [`plan`] (permutation math), [`codec`] (Huffman-delta
-//! blocks), [`index`] (block index search), [`format`] (byte layouts of the
-//! other records), [`table`] (one table in memory and its merges); then,
-//! with the `storage` feature, the RocksDB-backed store.
+//! A [`Store`] is a directory on local disk holding fingerprints with
+//! their document ids, opened with [`Options`]; [`simhash`] turns text
+//! into fingerprints; [`plan`] is the table plan a store is created with.
+//! Every failure is an [`Error`].
+//!
+//! ```
+//! # let dir = std::env::temp_dir().join(format!("simstore-doc-crate-{}", std::process::id()));
+//! # let _ = std::fs::remove_dir_all(&dir);
+//! use simstore::{Options, Store};
+//!
+//! let store = Store::open_or_create(&dir, &Options::new())?;
+//! store.insert(0x0123_4567_89ab_cdef, 1)?;
+//! let near = store.query(0x0123_4567_89ab_cdee, 3)?;
+//! assert_eq!((near[0].distance, near[0].ids.clone()), (1, vec![1]));
+//! store.close()?;
+//! # std::fs::remove_dir_all(&dir).unwrap();
+//! # Ok::<(), simstore::Error>(())
+//! ```
+//!
+//! Features: `storage` (default) the RocksDB-backed store; `html`
+//! (default) the visible text of HTML for fingerprinting. The layers
+//! beneath the store are described in `ARCHITECTURE.md`.
 
+// The layers beneath the store are internal: with the `internals` feature
+// (this repository's tests, benchmarks and fuzz targets turn it on) they
+// are public, hidden from the documentation and not a stable API.
+#[cfg(feature = "internals")]
+#[doc(hidden)]
 pub mod codec;
+#[cfg(not(feature = "internals"))]
+#[allow(dead_code, unused_imports)]
+pub(crate) mod codec;
 mod cpu;
 pub mod error;
+#[cfg(feature = "internals")]
+#[doc(hidden)]
 pub mod format;
+#[cfg(not(feature = "internals"))]
+#[allow(dead_code, unused_imports)]
+pub(crate) mod format;
+#[cfg(feature = "internals")]
+#[doc(hidden)]
 pub mod index;
+#[cfg(not(feature = "internals"))]
+#[allow(dead_code, unused_imports)]
+pub(crate) mod index;
 pub mod plan;
 pub mod simhash;
+#[cfg(feature = "internals")]
+#[doc(hidden)]
 pub mod table;
+#[cfg(not(feature = "internals"))]
+#[allow(dead_code, unused_imports)]
+pub(crate) mod table;
 
 pub use error::{Error, Location, Result};
 

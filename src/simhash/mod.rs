@@ -6,6 +6,16 @@
 //! set outweigh those whose hash has it clear. The exact definition (and
 //! test vectors) is in storage-format.md, "Fingerprints": stored
 //! fingerprints are only useful if tomorrow's build computes the same ones.
+//!
+//! ```
+//! use simstore::simhash::Fingerprinter;
+//!
+//! let fingerprinter = Fingerprinter::new(); // word 3-shingles
+//! let a = fingerprinter.fingerprint("the quick brown fox jumps over the lazy dog").unwrap();
+//! let b = fingerprinter.fingerprint("the quick brown fox jumps over the lazy dog!").unwrap();
+//! assert_eq!(a.fingerprint, b.fingerprint); // punctuation is not a word
+//! assert!(fingerprinter.fingerprint("  ").is_none()); // no words, no fingerprint
+//! ```
 
 mod features;
 #[cfg(feature = "html")]

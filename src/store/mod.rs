@@ -49,6 +49,30 @@ use shared::Shared;
 /// `Store` is `Send + Sync`: share it (for example in an `Arc`) between
 /// threads; queries run concurrently with inserts and compaction.
 ///
+/// ```
+/// # let dir = std::env::temp_dir().join(format!("simstore-doc-store-{}", std::process::id()));
+/// # let _ = std::fs::remove_dir_all(&dir);
+/// use simstore::{Options, Store};
+///
+/// let store = Store::create(&dir, &Options::new())?;
+/// store.insert(0x0123_4567_89ab_cdef, 1)?;
+/// store.insert(0x0123_4567_89ab_cdef, 2)?; // a second document, same fingerprint
+/// store.insert(0x0123_4567_89ab_c000, 3)?;
+///
+/// // Every stored fingerprint within distance 3, nearest first.
+/// let near = store.query(0x0123_4567_89ab_cdee, 3)?;
+/// assert_eq!(near.len(), 1);
+/// assert_eq!((near[0].distance, near[0].ids.clone()), (1, vec![1, 2]));
+/// // Or only whether there is one.
+/// assert!(store.query_first(0x0123_4567_89ab_cdee, 3)?.is_some());
+///
+/// store.delete(0x0123_4567_89ab_cdef, 2)?;
+/// assert_eq!(store.ids(0x0123_4567_89ab_cdef)?, vec![1]);
+/// store.close()?;
+/// # std::fs::remove_dir_all(&dir).unwrap();
+/// # Ok::<(), simstore::Error>(())
+/// ```
+///
 /// Dropping the handle closes the store cleanly: background work stops,
 /// buffered writes are synced and RocksDB's memtables are flushed to its
 /// table files (up to its write buffer, 64 MB; typically well under a

@@ -61,6 +61,28 @@ impl std::str::FromStr for Durability {
 /// Creation options (`max_distance`, `expected_size`, `tables`) shape the
 /// table plan and are persisted; when given to `open` they must agree with
 /// the stored plan. The other options apply to one open handle.
+///
+/// ```
+/// # let dir = std::env::temp_dir().join(format!("simstore-doc-options-{}", std::process::id()));
+/// # let _ = std::fs::remove_dir_all(&dir);
+/// use simstore::{Durability, Options, Store};
+///
+/// // A crawler's store: distance up to 3, planned for 50M fingerprints,
+/// // writes acknowledged before their fsync (at most a second's worth is
+/// // lost at a power cut; nothing at a crash of the process).
+/// let options = Options::new()
+///     .max_distance(3)
+///     .expected_size(50_000_000)
+///     .durability(Durability::Buffered);
+/// let store = Store::create(&dir, &options)?;
+/// assert_eq!(store.max_distance(), 3);
+/// store.close()?;
+/// // Opening needs no creation options; given, they must match.
+/// let store = Store::open(&dir, &Options::new().max_distance(3))?;
+/// # drop(store);
+/// # std::fs::remove_dir_all(&dir).unwrap();
+/// # Ok::<(), simstore::Error>(())
+/// ```
 #[derive(Debug, Clone, Default)]
 #[must_use]
 pub struct Options {
