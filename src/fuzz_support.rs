@@ -109,16 +109,91 @@ pub fn roundtrip(data: &[u8]) {
     assert_eq!(all, fps);
 }
 
-/// Interprets bytes as a sequence of store operations (insert, bulk
-/// insert, delete, delete-fingerprint, query at every distance, compact,
-/// reopen) on a
-/// store with tiny blocks, checked after every step against an in-memory
-/// model and a brute-force scan.
+/// One step of the stateful target.
 #[cfg(feature = "storage")]
-pub fn stateful(data: &[u8]) {
+#[derive(Debug, Clone, arbitrary::Arbitrary)]
+pub enum Step {
+    /// Inserts a pair.
+    Insert(Pick, u8),
+    /// Removes a pair.
+    Delete(Pick, u8),
+    /// Removes a fingerprint with all its ids.
+    DeleteFingerprint(Pick),
+    /// Inserts many pairs in one call (four or more take the bulk path);
+    /// `None` stores the fingerprint alone.
+    InsertMany(Vec<(Pick, Option<u8>)>),
+    /// Merges everything pending.
+    Compact,
+    /// Closes and reopens the store.
+    Reopen,
+    /// Queries a fingerprint and sixteen neighbours of it by every path.
+    Query(Pick),
+}
+
+/// A fingerprint: a new one, or one near a fingerprint used before (so
+/// operations meet each other).
+#[cfg(feature = "storage")]
+#[derive(Debug, Clone, Copy, arbitrary::Arbitrary)]
+pub enum Pick {
+    /// This fingerprint.
+    New(u64),
+    /// The `index`th fingerprint used before (modulo their number) with
+    /// `flips % 3` bits flipped from bit `at % 64` on.
+    Near {
+        /// Which earlier fingerprint.
+        index: u16,
+        /// How many bits to flip (modulo 3).
+        flips: u8,
+        /// From which bit.
+        at: u8,
+    },
+}
+
+/// The steps `data` decodes to, one after another until it runs out
+/// (the fuzz target's own decoding stops at each step with probability
+/// one half on unstructured bytes, which suits a fuzzer that learns, not
+/// fixed pseudo-random inputs).
+#[cfg(feature = "storage")]
+pub fn steps_of(data: &[u8]) -> Vec<Step> {
+    use arbitrary::Arbitrary;
+    let mut u = arbitrary::Unstructured::new(data);
+    let mut steps = Vec::new();
+    while !u.is_empty() {
+        match Step::arbitrary(&mut u) {
+            Ok(step) => steps.push(step),
+            Err(_) => break,
+        }
+    }
+    steps
+}
+
+/// Applies `steps` to a store with tiny blocks, checking it after every
+/// step against an in-memory model and a brute-force scan (every query
+/// path, contents and ids compared), and verifying it at the end.
+#[cfg(feature = "storage")]
+pub fn stateful(steps: &[Step]) {
     use std::collections::{BTreeMap, BTreeSet};
 
-    use crate::{Op, Options, Store};
+    use crate::{Options, Store};
+
+    type Model = BTreeMap<u64, BTreeSet<u64>>;
+    /// What every query path must answer: matches by distance, then
+    /// fingerprint, with their ids.
+    fn within(model: &Model, q: u64, k: u32) -> Vec<(u32, u64, Vec<u64>)> {
+        let mut expect: Vec<(u32, u64, Vec<u64>)> = model
+            .iter()
+            .map(|(&f, ids)| ((f ^ q).count_ones(), f, ids.iter().copied().collect()))
+            .filter(|&(d, _, _)| d <= k)
+            .collect();
+        expect.sort();
+        expect
+    }
+    fn shape(matches: &[crate::Match]) -> Vec<(u32, u64, Vec<u64>)> {
+        matches
+            .iter()
+            .map(|m| (m.distance, m.fingerprint, m.ids.clone()))
+            .collect()
+    }
 
     let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("tempdir: {e}"));
     let path = dir.path().join("s");
@@ -128,62 +203,46 @@ pub fn stateful(data: &[u8]) {
         .merge_threshold(4)
         .manual_compaction(true)
         .durability(crate::Durability::Buffered);
-    let mut store = Some(Store::create(&path, &options).unwrap_or_else(|e| panic!("create: {e}")));
-    let mut model: BTreeMap<u64, BTreeSet<u64>> = BTreeMap::new();
+    let mut store = Store::create(&path, &options).unwrap_or_else(|e| panic!("create: {e}"));
+    let mut model = Model::new();
     let mut known: Vec<u64> = Vec::new();
-    let mut bytes = data.iter().copied();
-    let mut next = |n: usize| -> Option<u64> {
-        let mut v = 0u64;
-        for _ in 0..n {
-            v = (v << 8) | u64::from(bytes.next()?);
-        }
-        Some(v)
-    };
-    while let Some(op) = next(1) {
-        let Some(s) = store.as_ref() else { break };
-        // Fingerprints: new random ones, or near/equal to known ones.
-        let mut fingerprint = |sel: u64| -> Option<u64> {
-            let fp = if known.is_empty() || sel.is_multiple_of(3) {
-                next(8)?
-            } else {
-                let base = known[(sel as usize / 3) % known.len()];
-                base ^ (next(1)? % 3)
-                    .checked_shl(next(1)? as u32 % 64)
-                    .unwrap_or(0)
-            };
-            known.push(fp);
-            Some(fp)
+    let mut pick = |p: Pick| -> u64 {
+        let fp = match p {
+            Pick::Near { index, flips, at } if !known.is_empty() => {
+                let base = known[usize::from(index) % known.len()];
+                base ^ u64::from(flips % 3).rotate_left(u32::from(at) % 64)
+            }
+            Pick::Near { index, .. } => u64::from(index),
+            Pick::New(fp) => fp,
         };
-        match op % 8 {
-            0 | 1 => {
-                let Some(fp) = fingerprint(op / 8) else {
-                    break;
-                };
-                let id = next(1).unwrap_or(0) % 8;
-                s.apply(vec![Op::Insert {
-                    fingerprint: fp,
-                    id: Some(id),
-                }])
-                .unwrap_or_else(|e| panic!("insert: {e}"));
+        known.push(fp);
+        fp
+    };
+    for step in steps {
+        match step.clone() {
+            Step::Insert(p, id) => {
+                let (fp, id) = (pick(p), u64::from(id % 8));
+                store
+                    .insert(fp, id)
+                    .unwrap_or_else(|e| panic!("insert: {e}"));
                 model.entry(fp).or_default().insert(id);
             }
-            2 => {
-                let Some(fp) = fingerprint(op / 8) else {
-                    break;
-                };
-                let id = next(1).unwrap_or(0) % 8;
-                let removed = s.delete(fp, id).unwrap_or_else(|e| panic!("delete: {e}"));
+            Step::Delete(p, id) => {
+                let (fp, id) = (pick(p), u64::from(id % 8));
+                let removed = store
+                    .delete(fp, id)
+                    .unwrap_or_else(|e| panic!("delete: {e}"));
                 let expect = model.get_mut(&fp).is_some_and(|ids| ids.remove(&id));
                 assert_eq!(removed, expect, "delete({fp:016x}, {id})");
-                if model.get(&fp).is_some_and(BTreeSet::is_empty) {
+                // The fingerprint goes with its last id (one stored
+                // without ids stays).
+                if expect && model.get(&fp).is_some_and(BTreeSet::is_empty) {
                     model.remove(&fp);
                 }
             }
-            3 => {
-                let Some(fp) = fingerprint(op / 8) else {
-                    break;
-                };
-                let removed = s
+            Step::DeleteFingerprint(p) => {
+                let fp = pick(p);
+                let removed = store
                     .delete_fingerprint(fp)
                     .unwrap_or_else(|e| panic!("delete fingerprint: {e}"));
                 assert_eq!(
@@ -192,37 +251,28 @@ pub fn stateful(data: &[u8]) {
                     "delete_fingerprint({fp:016x})"
                 );
             }
-            7 => {
-                // A batch: four or more pairs take the bulk path.
-                let mut fps = Vec::new();
-                for _ in 0..(op / 8) % 8 + 1 {
-                    let Some(fp) = fingerprint(op / 8) else {
-                        break;
-                    };
-                    fps.push(fp);
-                }
-                let pairs: Vec<(u64, Option<u64>)> = fps
+            Step::InsertMany(entries) => {
+                let pairs: Vec<(u64, Option<u64>)> = entries
                     .into_iter()
-                    .map(|fp| (fp, Some(next(1).unwrap_or(0) % 8)))
+                    .take(64)
+                    .map(|(p, id)| (pick(p), id.map(|id| u64::from(id % 8))))
                     .collect();
-                s.insert_many(&pairs)
-                    .unwrap_or_else(|e| panic!("bulk insert: {e}"));
+                store
+                    .insert_many(&pairs)
+                    .unwrap_or_else(|e| panic!("insert_many: {e}"));
                 for (fp, id) in pairs {
                     model.entry(fp).or_default().extend(id);
                 }
             }
-            4 => {
-                s.compact().unwrap_or_else(|e| panic!("compact: {e}"));
+            Step::Compact => {
+                store.compact().unwrap_or_else(|e| panic!("compact: {e}"));
             }
-            5 => {
-                drop(store.take());
-                store =
-                    Some(Store::open(&path, &options).unwrap_or_else(|e| panic!("reopen: {e}")));
+            Step::Reopen => {
+                store.close().unwrap_or_else(|e| panic!("close: {e}"));
+                store = Store::open(&path, &options).unwrap_or_else(|e| panic!("reopen: {e}"));
             }
-            _ => {
-                let Some(q) = fingerprint(op / 8) else {
-                    break;
-                };
+            Step::Query(p) => {
+                let q = pick(p);
                 // The query and neighbours of it, enough to fill more
                 // than one group of the grouped paths.
                 let group: Vec<u64> = (0..17u32)
@@ -233,67 +283,50 @@ pub fn stateful(data: &[u8]) {
                     })
                     .collect();
                 for k in 0..=3u32 {
-                    let within = |q: u64| {
-                        let mut expect: Vec<(u32, u64, Vec<u64>)> = model
-                            .iter()
-                            .map(|(&f, ids)| {
-                                ((f ^ q).count_ones(), f, ids.iter().copied().collect())
-                            })
-                            .filter(|&(d, _, _)| d <= k)
-                            .collect();
-                        expect.sort();
-                        expect
-                    };
-                    let many = s
+                    let many = store
                         .query_many(&group, k)
                         .unwrap_or_else(|e| panic!("query_many: {e}"));
-                    let first_many = s
+                    let first_many = store
                         .query_first_many(&group, k)
                         .unwrap_or_else(|e| panic!("query_first_many: {e}"));
+                    assert_eq!((many.len(), first_many.len()), (17, 17));
                     for ((&g, all), first) in group.iter().zip(&many).zip(&first_many) {
-                        let expect = within(g);
-                        let all: Vec<(u32, u64, Vec<u64>)> = all
-                            .iter()
-                            .map(|m| (m.distance, m.fingerprint, m.ids.clone()))
-                            .collect();
-                        assert_eq!(all, expect, "query_many {g:016x} k={k}");
-                        match first {
-                            Some(m) => assert!(
-                                expect.contains(&(m.distance, m.fingerprint, m.ids.clone())),
-                                "query_first_many {g:016x} k={k}"
-                            ),
-                            None => assert!(expect.is_empty(), "query_first_many {g:016x} k={k}"),
+                        let expect = within(&model, g, k);
+                        assert_eq!(shape(all), expect, "query_many {g:016x} k={k}");
+                        let single = store.query(g, k).unwrap_or_else(|e| panic!("query: {e}"));
+                        assert_eq!(shape(&single), expect, "query {g:016x} k={k}");
+                        let alone = store
+                            .query_many(&[g], k)
+                            .unwrap_or_else(|e| panic!("query_many of one: {e}"));
+                        assert_eq!(shape(&alone[0]), expect, "query_many of {g:016x} k={k}");
+                        let one = store
+                            .query_first(g, k)
+                            .unwrap_or_else(|e| panic!("query_first: {e}"));
+                        for (path, found) in
+                            [("query_first", one), ("query_first_many", first.clone())]
+                        {
+                            match found {
+                                Some(m) => assert!(
+                                    expect.contains(&(m.distance, m.fingerprint, m.ids.clone())),
+                                    "{path} {g:016x} k={k}"
+                                ),
+                                None => assert!(expect.is_empty(), "{path} {g:016x} k={k}"),
+                            }
                         }
                     }
-                    assert_eq!(many.len(), group.len());
-                    assert_eq!(first_many.len(), group.len());
-                    let expect = within(q);
-                    let got: Vec<(u32, u64, Vec<u64>)> = s
-                        .query(q, k)
-                        .unwrap_or_else(|e| panic!("query: {e}"))
-                        .into_iter()
-                        .map(|m| (m.distance, m.fingerprint, m.ids))
-                        .collect();
-                    assert_eq!(got, expect, "query {q:016x} k={k}");
-                    let batch = s
-                        .query_many(&[q], k)
-                        .unwrap_or_else(|e| panic!("batch: {e}"));
-                    assert_eq!(batch[0].len(), expect.len(), "batch query {q:016x} k={k}");
-                    let first = s.query_first(q, k).unwrap_or_else(|e| panic!("first: {e}"));
-                    assert_eq!(
-                        first.is_some(),
-                        !expect.is_empty(),
-                        "first-match {q:016x} k={k}"
-                    );
                 }
             }
         }
     }
-    if let Some(s) = store {
-        assert_eq!(s.stats().fingerprints, model.len() as u64);
-        let report = s.verify().unwrap_or_else(|e| panic!("verify: {e}"));
-        assert!(report.ok(), "{:?}", report.problems);
-    }
+    let stats = store.stats();
+    assert_eq!(stats.fingerprints, model.len() as u64);
+    assert_eq!(
+        stats.ids,
+        model.values().map(|ids| ids.len() as u64).sum::<u64>()
+    );
+    let report = store.verify().unwrap_or_else(|e| panic!("verify: {e}"));
+    assert!(report.ok(), "{:?}", report.problems);
+    store.close().unwrap_or_else(|e| panic!("close: {e}"));
 }
 
 #[cfg(test)]
@@ -325,11 +358,26 @@ mod tests {
     #[cfg(feature = "storage")]
     #[test]
     fn stateful_target_on_pseudo_random_sequences() {
+        use super::Step;
         let mut x = 0x9e37_79b9_7f4a_7c15u64;
-        for len in [0usize, 60, 300, 1200] {
+        let (mut steps, mut queries, mut reopens) = (0, 0, 0);
+        for len in [0usize, 60, 300, 1200, 4000] {
             for _ in 0..3 {
-                super::stateful(&bytes(&mut x, len));
+                let data = bytes(&mut x, len);
+                let decoded = super::steps_of(&data);
+                steps += decoded.len();
+                queries += decoded
+                    .iter()
+                    .filter(|s| matches!(s, Step::Query(_)))
+                    .count();
+                reopens += decoded.iter().filter(|s| matches!(s, Step::Reopen)).count();
+                super::stateful(&decoded);
             }
         }
+        // The inputs decode to real sequences, not empty ones.
+        assert!(
+            steps >= 100 && queries >= 5 && reopens >= 2,
+            "{steps} {queries} {reopens}"
+        );
     }
 }

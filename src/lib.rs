@@ -34,6 +34,7 @@ pub mod codec;
 #[cfg(not(feature = "internals"))]
 #[allow(dead_code, unused_imports)]
 pub(crate) mod codec;
+#[cfg_attr(not(feature = "storage"), allow(dead_code))]
 mod cpu;
 pub mod error;
 #[cfg(feature = "internals")]

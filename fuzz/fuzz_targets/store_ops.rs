@@ -2,4 +2,6 @@
 //! against an in-memory model and brute-force search.
 #![no_main]
 
-libfuzzer_sys::fuzz_target!(|data: &[u8]| simstore::fuzz_support::stateful(data));
+libfuzzer_sys::fuzz_target!(|steps: Vec<simstore::fuzz_support::Step>| {
+    simstore::fuzz_support::stateful(&steps)
+});
