@@ -316,53 +316,77 @@ fn without_ids(
 
 /// Runs the benchmark and prints one line per figure.
 pub fn run(config: &Config, out: &mut impl Write) -> Result<(), Failure> {
-    let &Config {
-        size,
-        queries,
-        k,
-        tables,
-        queries_only,
-        clustered,
-        without_uncompressed,
-        rounds,
-        without_ids_row,
-    } = config;
     let dir = tempfile::tempdir()?;
+    let path = dir.path().join("s");
     let mut rng = Rng(42);
-    let fps: Vec<u64> = if clustered {
-        clustered_fingerprints(size, &mut rng)
+    let fps: Vec<u64> = if config.clustered {
+        clustered_fingerprints(config.size, &mut rng)
     } else {
-        (0..size).map(|_| rng.next_u64()).collect()
+        (0..config.size).map(|_| rng.next_u64()).collect()
     };
-    let kind = if clustered { "clustered" } else { "uniform" };
     let mut options = Options::new()
         .trim_allocator(true)
-        .expected_size(size as u64)
+        .expected_size(config.size as u64)
         .durability(Durability::Buffered)
         .manual_compaction(true)
         .query_threads(1);
-    if let Some(t) = tables {
+    if let Some(t) = config.tables {
         options = options.tables(t);
     }
-    let store = Store::create(dir.path().join("s"), &options)?;
+    let store = load(config, &path, &options, &fps, out)?;
+    let qs = queries_near(&fps, config.queries, &mut rng);
+    let baselines = Baselines::measure(config, &store, &fps, &qs);
+    let one = OneThread::measure(&store, &qs, config.k, config.rounds)?;
+    drop(store);
+    let every = AllCores::measure(&path, &options, &qs, config.k)?;
+    one.check(&every, &baselines)?;
+    report(config, &one, &every, &baselines, out)?;
+    if !config.without_ids_row {
+        let all = rate(qs.len(), one.all);
+        without_ids(&options, &fps, &qs, config.k, config.rounds, all, out)?;
+    }
+    if config.queries_only {
+        return Ok(());
+    }
+    open_and_recover(config.size, &path, &options, &qs, config.k, out)?;
+    incremental_at_size(&path, out)
+}
+
+/// Creates the store at `path` and bulk-loads `fps` with their ids into
+/// it, reporting the plan, the load rate, incremental ingest (unless
+/// `--queries-only`) and the space taken.
+fn load(
+    config: &Config,
+    path: &std::path::Path,
+    options: &Options,
+    fps: &[u64],
+    out: &mut impl Write,
+) -> Result<Store, Failure> {
+    let store = Store::create(path, options)?;
     let plan = store.plan().clone();
     writeln!(
         out,
-        "bench: N = {size} {kind}, k = {k}, {} tables, prefixes {:?}, 1 thread unless stated, warm{}",
+        "bench: N = {} {}, k = {}, {} tables, prefixes {:?}, 1 thread unless stated, warm{}",
+        config.size,
+        if config.clustered {
+            "clustered"
+        } else {
+            "uniform"
+        },
+        config.k,
         plan.tables().len(),
         plan.tables()
             .iter()
             .map(|t| t.prefix_bits)
             .collect::<Vec<_>>(),
-        if rounds > 1 {
-            format!("; one-thread queries: fastest of {rounds} rounds")
+        if config.rounds > 1 {
+            format!("; one-thread queries: fastest of {} rounds", config.rounds)
         } else {
             String::new()
         }
     )?;
-
     let started = Instant::now();
-    let pairs = with_ids(&fps);
+    let pairs = with_ids(fps);
     store.insert_many(&pairs)?;
     let loaded = started.elapsed();
     writeln!(
@@ -370,174 +394,273 @@ pub fn run(config: &Config, out: &mut impl Write) -> Result<(), Failure> {
         "ingest: bulk load into the empty store {:.0} pairs/s ({} fingerprints with {} ids in \
          {loaded:.2?}, buffered)",
         rate(pairs.len(), loaded),
-        size,
+        config.size,
         pairs.len(),
     )?;
     drop(pairs);
-    if !queries_only {
-        incremental(&options, out)?;
+    if !config.queries_only {
+        incremental(options, out)?;
     }
     let stats = store.stats();
     let per_table =
         stats.table_bytes as f64 / (stats.fingerprints.max(1) * stats.tables as u64) as f64;
-    let bound = (64.0 - (size.max(2) as f64).log2() + 1.44) / 8.0;
+    let bound = (64.0 - (config.size.max(2) as f64).log2() + 1.44) / 8.0;
     writeln!(
         out,
         "space: {per_table:.3} bytes per fingerprint per table (entropy bound {bound:.3}, ratio {:.3}); {} bytes on disk",
         per_table / bound,
         stats.bytes_on_disk
     )?;
+    Ok(store)
+}
 
-    let qs: Vec<u64> = (0..queries)
+/// `n` queries: every other one within two bits of a stored fingerprint,
+/// the rest uniform.
+fn queries_near(fps: &[u64], n: usize, rng: &mut Rng) -> Vec<u64> {
+    (0..n)
         .map(|i| {
             let r = rng.next_u64();
             if i % 2 == 0 {
-                let base = fps[(r % size.max(1) as u64) as usize];
+                let base = fps[(r % fps.len().max(1) as u64) as usize];
                 base ^ (1u64 << (r >> 58)) ^ (1u64 << ((r >> 52) & 63))
             } else {
                 r
             }
         })
-        .collect();
-    // The uncompressed baseline holds 8 bytes per fingerprint per table
-    // besides the store: at 100M with 10 tables that does not fit this
-    // machine, so it can be left out (its check and ratio with it).
-    let (uncompressed, base_hits) = if without_uncompressed {
-        (None, None)
-    } else {
-        let base = Uncompressed::new(&plan, &fps);
-        let mut scratch = Vec::new();
-        let started = Instant::now();
-        let mut base_hits = 0usize;
-        for &q in &qs {
-            base.query(q, k, &mut scratch);
-            base_hits += scratch.len();
-        }
-        (Some(started.elapsed()), Some(base_hits))
-    };
+        .collect()
+}
 
-    // Warm up: every block the queries touch is read twice, so the
-    // caches hold what a serving process's would.
-    for _ in 0..2 {
-        for &q in &qs {
-            store.query(q, k)?;
+/// The in-run baselines: uncompressed in-memory tables (unless left out)
+/// and a brute-force scan of a sample of the queries.
+struct Baselines {
+    /// Time of every query against the uncompressed tables, and matches.
+    uncompressed: Option<(Duration, usize)>,
+    /// Queries scanned, their time and matches.
+    scan: (usize, Duration, usize),
+}
+
+impl Baselines {
+    fn measure(config: &Config, store: &Store, fps: &[u64], qs: &[u64]) -> Self {
+        let k = config.k;
+        // The uncompressed baseline holds 8 bytes per fingerprint per table
+        // besides the store: at 100M with 10 tables that does not fit this
+        // machine, so it can be left out (its check and ratio with it).
+        let uncompressed = (!config.without_uncompressed).then(|| {
+            let base = Uncompressed::new(store.plan(), fps);
+            let mut scratch = Vec::new();
+            let started = Instant::now();
+            let mut hits = 0usize;
+            for &q in qs {
+                base.query(q, k, &mut scratch);
+                hits += scratch.len();
+            }
+            (started.elapsed(), hits)
+        });
+        let scan_n = qs.len().min((200_000_000 / fps.len().max(1)).max(10));
+        let started = Instant::now();
+        let mut scan_hits = 0usize;
+        for &q in &qs[..scan_n] {
+            scan_hits += fps.iter().filter(|&&f| (f ^ q).count_ones() <= k).count();
+        }
+        Self {
+            uncompressed,
+            scan: (scan_n, started.elapsed(), scan_hits),
         }
     }
-    let (mut all, mut first, mut batch) = (Duration::MAX, Duration::MAX, Duration::MAX);
-    let (mut hits, mut first_hits, mut batch_hits) = (0usize, 0usize, 0usize);
-    let mut ids_found = 0usize;
-    let (mut grouped, mut grouped_first) = (Duration::MAX, Duration::MAX);
-    let (mut grouped_hits, mut grouped_first_hits) = (0usize, 0usize);
-    for _ in 0..rounds {
-        let started = Instant::now();
-        hits = 0;
-        ids_found = 0;
-        for &q in &qs {
-            let found = store.query(q, k)?;
-            hits += found.len();
-            ids_found += found.iter().map(|m| m.ids.len()).sum::<usize>();
+}
+
+/// One-thread query times (the fastest of the rounds) and match counts.
+struct OneThread {
+    all: Duration,
+    first: Duration,
+    grouped: Duration,
+    grouped_first: Duration,
+    batch: Duration,
+    hits: usize,
+    ids_found: usize,
+    first_hits: usize,
+    grouped_hits: usize,
+    grouped_first_hits: usize,
+    batch_hits: usize,
+}
+
+impl OneThread {
+    /// Times every query path on one thread, after two warm-up passes.
+    fn measure(store: &Store, qs: &[u64], k: u32, rounds: u32) -> Result<Self, Failure> {
+        // Warm up: every block the queries touch is read twice, so the
+        // caches hold what a serving process's would.
+        for _ in 0..2 {
+            for &q in qs {
+                store.query(q, k)?;
+            }
         }
-        all = all.min(started.elapsed());
-        let started = Instant::now();
-        first_hits = 0;
-        for &q in &qs {
-            first_hits += usize::from(store.query_first(q, k)?.is_some());
+        let mut t = OneThread {
+            all: Duration::MAX,
+            first: Duration::MAX,
+            grouped: Duration::MAX,
+            grouped_first: Duration::MAX,
+            batch: Duration::MAX,
+            hits: 0,
+            ids_found: 0,
+            first_hits: 0,
+            grouped_hits: 0,
+            grouped_first_hits: 0,
+            batch_hits: 0,
+        };
+        for _ in 0..rounds {
+            let started = Instant::now();
+            (t.hits, t.ids_found) = (0, 0);
+            for &q in qs {
+                let found = store.query(q, k)?;
+                t.hits += found.len();
+                t.ids_found += found.iter().map(|m| m.ids.len()).sum::<usize>();
+            }
+            t.all = t.all.min(started.elapsed());
+            let started = Instant::now();
+            t.first_hits = 0;
+            for &q in qs {
+                t.first_hits += usize::from(store.query_first(q, k)?.is_some());
+            }
+            t.first = t.first.min(started.elapsed());
+            // As `simstore query` answers: a few queries a call, their
+            // probes interleaved.
+            let started = Instant::now();
+            t.grouped_hits = 0;
+            for part in qs.chunks(GROUPED) {
+                t.grouped_hits += store
+                    .query_many(part, k)?
+                    .iter()
+                    .map(Vec::len)
+                    .sum::<usize>();
+            }
+            t.grouped = t.grouped.min(started.elapsed());
+            let started = Instant::now();
+            t.grouped_first_hits = 0;
+            for part in qs.chunks(GROUPED) {
+                t.grouped_first_hits += store.query_first_many(part, k)?.iter().flatten().count();
+            }
+            t.grouped_first = t.grouped_first.min(started.elapsed());
+            let started = Instant::now();
+            t.batch_hits = store.query_many(qs, k)?.iter().map(Vec::len).sum();
+            t.batch = t.batch.min(started.elapsed());
         }
-        first = first.min(started.elapsed());
-        // As `simstore query` answers: a few queries a call, their
-        // probes interleaved.
-        let started = Instant::now();
-        grouped_hits = 0;
-        for part in qs.chunks(GROUPED) {
-            grouped_hits += store
-                .query_many(part, k)?
-                .iter()
-                .map(Vec::len)
-                .sum::<usize>();
-        }
-        grouped = grouped.min(started.elapsed());
-        let started = Instant::now();
-        grouped_first_hits = 0;
-        for part in qs.chunks(GROUPED) {
-            grouped_first_hits += store.query_first_many(part, k)?.iter().flatten().count();
-        }
-        grouped_first = grouped_first.min(started.elapsed());
-        let started = Instant::now();
-        batch_hits = store.query_many(&qs, k)?.iter().map(Vec::len).sum();
-        batch = batch.min(started.elapsed());
+        Ok(t)
     }
 
-    // The same with every core: queries split across threads, and the
-    // batch spread over them.
-    let threads = std::thread::available_parallelism().map_or(1, usize::from);
-    let parallel = |first: bool| -> Result<(usize, Duration), Failure> {
-        let started = Instant::now();
-        let per = qs.len().div_ceil(threads).max(1);
-        let found = std::thread::scope(|scope| {
-            let handles: Vec<_> = qs
-                .chunks(per)
-                .map(|part| {
-                    let store = &store;
-                    scope.spawn(move || -> simstore::Result<usize> {
-                        let mut n = 0;
-                        for &q in part {
-                            n += if first {
-                                usize::from(store.query_first(q, k)?.is_some())
-                            } else {
-                                store.query(q, k)?.len()
-                            };
-                        }
-                        Ok(n)
-                    })
-                })
-                .collect();
-            handles
-                .into_iter()
-                .map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
-                .sum::<simstore::Result<usize>>()
-        })?;
-        Ok((found, started.elapsed()))
-    };
-    let (par_hits, par_all) = parallel(false)?;
-    let (par_first_hits, par_first) = parallel(true)?;
-    // The handle's query threads are set at open.
-    let store = {
-        drop(store);
-        let store = Store::open(
-            dir.path().join("s"),
-            &options.clone().query_threads(threads),
-        )?;
+    /// Fails unless every path and baseline found the same matches.
+    fn check(&self, every: &AllCores, base: &Baselines) -> Result<(), Failure> {
+        let base_hits = base.uncompressed.map(|(_, hits)| hits);
+        let hits = self.hits;
+        if [
+            self.batch_hits,
+            every.hits,
+            every.batch_hits,
+            self.grouped_hits,
+            base_hits.unwrap_or(hits),
+        ] != [hits; 5]
+            || [every.first_hits, self.grouped_first_hits] != [self.first_hits; 2]
+        {
+            return Err(Failure::Io(std::io::Error::other(format!(
+                "answers disagree: store {hits}, batch {}, {} threads {} and batch {}, \
+                 first {} and {}, uncompressed {base_hits:?}",
+                self.batch_hits,
+                every.threads,
+                every.hits,
+                every.batch_hits,
+                self.first_hits,
+                every.first_hits
+            ))));
+        }
+        Ok(())
+    }
+}
+
+/// Query times with every core: queries split across threads, and the
+/// batch spread over them.
+struct AllCores {
+    threads: usize,
+    all: Duration,
+    first: Duration,
+    batch: Duration,
+    hits: usize,
+    first_hits: usize,
+    batch_hits: usize,
+}
+
+impl AllCores {
+    /// Opens the store at `path` with every core for its batches (the
+    /// handle's query threads are set at open) and times the paths.
+    fn measure(
+        path: &std::path::Path,
+        options: &Options,
+        qs: &[u64],
+        k: u32,
+    ) -> Result<Self, Failure> {
+        let threads = std::thread::available_parallelism().map_or(1, usize::from);
+        let store = Store::open(path, &options.clone().query_threads(threads))?;
         store.wait_warm();
-        store
-    };
-    let started = Instant::now();
-    let par_batch_hits: usize = store.query_many(&qs, k)?.iter().map(Vec::len).sum();
-    let par_batch = started.elapsed();
+        let parallel = |first: bool| -> Result<(usize, Duration), Failure> {
+            let started = Instant::now();
+            let per = qs.len().div_ceil(threads).max(1);
+            let found = std::thread::scope(|scope| {
+                let handles: Vec<_> = qs
+                    .chunks(per)
+                    .map(|part| {
+                        let store = &store;
+                        scope.spawn(move || -> simstore::Result<usize> {
+                            let mut n = 0;
+                            for &q in part {
+                                n += if first {
+                                    usize::from(store.query_first(q, k)?.is_some())
+                                } else {
+                                    store.query(q, k)?.len()
+                                };
+                            }
+                            Ok(n)
+                        })
+                    })
+                    .collect();
+                handles
+                    .into_iter()
+                    .map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
+                    .sum::<simstore::Result<usize>>()
+            })?;
+            Ok((found, started.elapsed()))
+        };
+        let (hits, all) = parallel(false)?;
+        let (first_hits, first) = parallel(true)?;
+        let started = Instant::now();
+        let batch_hits: usize = store.query_many(qs, k)?.iter().map(Vec::len).sum();
+        let batch = started.elapsed();
+        Ok(Self {
+            threads,
+            all,
+            first,
+            batch,
+            hits,
+            first_hits,
+            batch_hits,
+        })
+    }
+}
 
-    let scan_n = queries.min((200_000_000 / size.max(1)).max(10));
-    let started = Instant::now();
-    let mut scan_hits = 0usize;
-    for &q in &qs[..scan_n] {
-        scan_hits += fps.iter().filter(|&&f| (f ^ q).count_ones() <= k).count();
-    }
-    let scan = started.elapsed();
+/// Prints the query figures with their ratios to the baselines.
+fn report(
+    config: &Config,
+    one: &OneThread,
+    every: &AllCores,
+    base: &Baselines,
+    out: &mut impl Write,
+) -> Result<(), Failure> {
+    let queries = config.queries;
+    let (scan_n, scan, scan_hits) = base.scan;
     let scan_rate = rate(scan_n, scan);
-    if [
-        batch_hits,
-        par_hits,
-        par_batch_hits,
-        grouped_hits,
-        base_hits.unwrap_or(hits),
-    ] != [hits; 5]
-        || [par_first_hits, grouped_first_hits] != [first_hits; 2]
-    {
-        return Err(Failure::Io(std::io::Error::other(format!(
-            "answers disagree: store {hits}, batch {batch_hits}, {threads} threads {par_hits} \
-             and batch {par_batch_hits}, first {first_hits} and {par_first_hits}, \
-             uncompressed {base_hits:?}"
-        ))));
-    }
-    writeln!(out, "matches: {hits} fingerprints with {ids_found} ids over {queries} queries (first-match found {first_hits}; scan sample {scan_hits})")?;
+    writeln!(
+        out,
+        "matches: {} fingerprints with {} ids over {queries} queries (first-match found {}; scan sample {scan_hits})",
+        one.hits, one.ids_found, one.first_hits
+    )?;
+    let uncompressed = base.uncompressed.map(|(time, _)| time);
     let line = |name: &str, r: f64| match uncompressed {
         Some(u) => format!(
             "{name}: {r:.0} queries/s ({:.2}x uncompressed, {:.1}x scan)",
@@ -546,14 +669,14 @@ pub fn run(config: &Config, out: &mut impl Write) -> Result<(), Failure> {
         ),
         None => format!("{name}: {r:.0} queries/s ({:.1}x scan)", r / scan_rate),
     };
-    writeln!(out, "{}", line("all matches", rate(queries, all)))?;
-    writeln!(out, "{}", line("first match", rate(queries, first)))?;
+    writeln!(out, "{}", line("all matches", rate(queries, one.all)))?;
+    writeln!(out, "{}", line("first match", rate(queries, one.first)))?;
     writeln!(
         out,
         "{}",
         line(
             &format!("all matches, {GROUPED} queries a call (query_many, as simstore query)"),
-            rate(queries, grouped)
+            rate(queries, one.grouped)
         )
     )?;
     writeln!(
@@ -561,20 +684,21 @@ pub fn run(config: &Config, out: &mut impl Write) -> Result<(), Failure> {
         "{}",
         line(
             &format!("first match, {GROUPED} queries a call (query_first_many)"),
-            rate(queries, grouped_first)
+            rate(queries, one.grouped_first)
         )
     )?;
-    writeln!(out, "{}", line("batch", rate(queries, batch)))?;
+    writeln!(out, "{}", line("batch", rate(queries, one.batch)))?;
     let both = |name: &str, one: Duration, many: Duration| {
         format!(
-            "{name}, {threads} threads: {:.0} queries/s ({:.2}x one thread)",
+            "{name}, {} threads: {:.0} queries/s ({:.2}x one thread)",
+            every.threads,
             rate(queries, many),
             one.as_secs_f64() / many.as_secs_f64().max(1e-9)
         )
     };
-    writeln!(out, "{}", both("all matches", all, par_all))?;
-    writeln!(out, "{}", both("first match", first, par_first))?;
-    writeln!(out, "{}", both("batch", batch, par_batch))?;
+    writeln!(out, "{}", both("all matches", one.all, every.all))?;
+    writeln!(out, "{}", both("first match", one.first, every.first))?;
+    writeln!(out, "{}", both("batch", one.batch, every.batch))?;
     if let Some(u) = uncompressed {
         writeln!(
             out,
@@ -586,39 +710,36 @@ pub fn run(config: &Config, out: &mut impl Write) -> Result<(), Failure> {
         out,
         "baseline brute-force scan: {scan_rate:.0} queries/s ({scan_n} queries)"
     )?;
+    Ok(())
+}
 
-    let path = dir.path().join("s");
-    drop(store);
-    if !without_ids_row {
-        without_ids(&options, &fps, &qs, k, rounds, rate(queries, all), out)?;
-    }
-    if queries_only {
-        return Ok(());
-    }
-    // Opening: the store just measured, closed cleanly (closing flushes
-    // RocksDB's memtables); then a copy of a store taken while it held a
-    // million pending fingerprints only in RocksDB's write-ahead log and
-    // memtables, which is what a kill -9 leaves: the open replays the log
-    // and rebuilds the pending sets.
+/// Opening: the store at `path`, closed cleanly (closing flushes RocksDB's
+/// memtables); then a store killed while it held a million pending
+/// fingerprints only in RocksDB's write-ahead log and memtables, which is
+/// what a kill -9 leaves: the open replays the log and rebuilds the
+/// pending sets. Cold-cache query latencies in between.
+fn open_and_recover(
+    size: usize,
+    path: &std::path::Path,
+    options: &Options,
+    qs: &[u64],
+    k: u32,
+    out: &mut impl Write,
+) -> Result<(), Failure> {
+    let reopen = Options::new().trim_allocator(true).manual_compaction(true);
     let started = Instant::now();
-    let store = Store::open(
-        &path,
-        &Options::new().trim_allocator(true).manual_compaction(true),
-    )?;
+    let store = Store::open(path, &reopen)?;
     let clean = started.elapsed();
     store.wait_warm();
     let warmed = started.elapsed();
     drop(store);
-    crate::cold::run(&path, &qs, k, out)?;
+    crate::cold::run(path, qs, k, out)?;
     let pending_dir = tempfile::tempdir()?;
     let crashed_path = pending_dir.path().join("crashed");
-    drop(Store::create(&crashed_path, &options)?);
+    drop(Store::create(&crashed_path, options)?);
     killed_with_pending(&crashed_path, 1_000_000)?;
     let started = Instant::now();
-    let store = Store::open(
-        &crashed_path,
-        &Options::new().trim_allocator(true).manual_compaction(true),
-    )?;
+    let store = Store::open(&crashed_path, &reopen)?;
     let recovered = started.elapsed();
     let pending = store.stats().pending;
     let started = Instant::now();
@@ -630,7 +751,7 @@ pub fn run(config: &Config, out: &mut impl Write) -> Result<(), Failure> {
          behind it {warmed:.2?} after the start); {recovered:.2?} with {pending} pending \
          fingerprints to recover (then {closed:.2?} to close, flushing what was replayed)",
     )?;
-    incremental_at_size(&path, out)
+    Ok(())
 }
 
 /// Runs `simstore-bench pend` on the store at `path` until it has appended
