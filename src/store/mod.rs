@@ -1,6 +1,7 @@
 //! The store: permuted tables, pending appends, tombstones, compaction and
 //! recovery beneath a small API.
 
+mod batch;
 mod bulk;
 mod compact;
 mod compactor;
@@ -299,7 +300,7 @@ impl Store {
     /// # Ok::<(), simstore::Error>(())
     /// ```
     pub fn query_many(&self, fingerprints: &[u64], k: u32) -> Result<Vec<Vec<Match>>> {
-        query::query_batch(&self.shared, fingerprints, k)
+        batch::query_batch(&self.shared, fingerprints, k)
     }
 
     /// [`query_first`](Self::query_first) for each of `fingerprints`, in

@@ -1,4 +1,8 @@
-//! Independent per-table work spread over the cores.
+//! Work spread over the cores: independent items taken one at a time
+//! ([`map_indexed`]), or consecutive shares of a slice, one thread each
+//! ([`map_shares`], [`map_shares_mut`]). Every helper runs on the calling
+//! thread when given one thread, returns results in order, and resumes a
+//! worker's panic on the caller.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 
@@ -40,6 +44,55 @@ pub(super) fn map_indexed<R: Send>(
     done.into_iter().map(|(_, r)| r).collect()
 }
 
+/// `f` of each of up to `threads` consecutive shares of `items` (equal
+/// but for the last), one scoped thread each, in order.
+pub(super) fn map_shares<T: Sync, R: Send>(
+    items: &[T],
+    threads: usize,
+    f: impl Fn(&[T]) -> R + Sync,
+) -> Vec<R> {
+    if threads <= 1 {
+        return vec![f(items)];
+    }
+    let per = items.len().div_ceil(threads).max(1);
+    let f = &f;
+    std::thread::scope(|scope| {
+        let workers: Vec<_> = items
+            .chunks(per)
+            .map(|share| scope.spawn(move || f(share)))
+            .collect();
+        join(workers)
+    })
+}
+
+/// [`map_shares`] over shares `f` may change.
+pub(super) fn map_shares_mut<T: Send, R: Send>(
+    items: &mut [T],
+    threads: usize,
+    f: impl Fn(&mut [T]) -> R + Sync,
+) -> Vec<R> {
+    if threads <= 1 {
+        return vec![f(items)];
+    }
+    let per = items.len().div_ceil(threads).max(1);
+    let f = &f;
+    std::thread::scope(|scope| {
+        let workers: Vec<_> = items
+            .chunks_mut(per)
+            .map(|share| scope.spawn(move || f(share)))
+            .collect();
+        join(workers)
+    })
+}
+
+/// Joins scoped threads in order, resuming a panic on the caller.
+fn join<R>(workers: Vec<std::thread::ScopedJoinHandle<'_, R>>) -> Vec<R> {
+    workers
+        .into_iter()
+        .map(|w| w.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
+        .collect()
+}
+
 /// The cores this process may use (1 when unknown).
 pub(super) fn cores() -> usize {
     std::thread::available_parallelism().map_or(1, usize::from)
@@ -57,6 +110,16 @@ mod tests {
                 let got = map_indexed(n, threads, |i| i * i);
                 let want: Vec<usize> = (0..n).map(|i| i * i).collect();
                 assert_eq!(got, want, "threads {threads}, n {n}");
+                let items: Vec<usize> = (0..n).collect();
+                let shares = map_shares(&items, threads, <[usize]>::to_vec);
+                assert!(shares.len() <= threads.max(1), "threads {threads}, n {n}");
+                assert_eq!(shares.concat(), items, "threads {threads}, n {n}");
+                let mut doubled = items.clone();
+                map_shares_mut(&mut doubled, threads, |share| {
+                    share.iter_mut().for_each(|v| *v *= 2)
+                });
+                let want: Vec<usize> = items.iter().map(|v| v * 2).collect();
+                assert_eq!(doubled, want, "threads {threads}, n {n}");
             }
         }
     }

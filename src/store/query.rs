@@ -9,12 +9,6 @@ use super::state::State;
 use crate::error::{Error, Result};
 use crate::table::ProbeStart;
 
-/// Queries of a batch answered per read-lock acquisition (per thread's
-/// share, when a chunk is spread over threads), so a long batch does not
-/// hold writers off. Each query sees one state; queries of different
-/// shares or chunks may see different ones.
-const BATCH_CHUNK: usize = 1 << 20;
-
 /// A stored fingerprint within the asked distance of a query.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
@@ -39,7 +33,7 @@ impl Match {
     }
 }
 
-fn check_distance(shared: &Shared, k: u32) -> Result<&[usize]> {
+pub(super) fn check_distance(shared: &Shared, k: u32) -> Result<&[usize]> {
     let supported = shared.plan.max_distance();
     u8::try_from(k)
         .ok()
@@ -60,7 +54,7 @@ fn check_distance(shared: &Shared, k: u32) -> Result<&[usize]> {
 /// of it, unsorted and possibly repeated; with `first`, at most one a
 /// query. Runs the copy of the loop compiled for the processor's bit
 /// instructions when it has them (see [`cpu`](crate::cpu)).
-fn collect(
+pub(super) fn collect(
     shared: &Shared,
     state: &State,
     probe: &[usize],
@@ -288,7 +282,7 @@ fn accept(
 /// found in): looked up together for all the queries' matches (see
 /// [`State::ids_of_many`]), from memory, or from the id blocks on disk
 /// when the tables are kept there.
-fn finish_all(
+pub(super) fn finish_all(
     shared: &Shared,
     state: &State,
     found: Vec<Vec<(u64, u32)>>,
@@ -368,257 +362,4 @@ pub(crate) fn query_many(
         }
     }
     Ok(results)
-}
-
-/// Answers many queries, visiting each table's blocks in order once per
-/// chunk of queries; results come back in input order. Large chunks are
-/// spread over up to `batch_threads` threads: with every table held in
-/// memory each thread takes a share of the queries through every table;
-/// with tables on disk each takes whole tables (so every block is still
-/// read and decoded once per chunk), then each finishes a share of the
-/// queries.
-pub(crate) fn query_batch(shared: &Shared, fps: &[u64], k: u32) -> Result<Vec<Vec<Match>>> {
-    let probe = check_distance(shared, k)?;
-    let mut results = Vec::with_capacity(fps.len());
-    for chunk in fps.chunks(BATCH_CHUNK) {
-        let threads = if chunk.len() >= PARALLEL_MIN {
-            shared.query_threads.max(1)
-        } else {
-            1
-        };
-        // Sorting pays off when the chunk is large next to the tables:
-        // each block is then decoded once for many queries. A smaller
-        // chunk would decode whole blocks for a query or two each, so its
-        // queries are answered one by one.
-        let (blocks, in_memory) = {
-            let state = shared.state.read();
-            (
-                probe.first().map_or(0, |&t| state.tables[t].keys().len()),
-                probe.iter().all(|&t| state.tables[t].in_memory()),
-            )
-        };
-        if chunk.len() < SORTED_MIN_PER_BLOCK * blocks {
-            results.extend(query_each(shared, probe, chunk, k, threads)?);
-            continue;
-        }
-        if threads == 1 || in_memory {
-            results.extend(sorted_by_queries(shared, probe, chunk, k, threads)?);
-            continue;
-        }
-        // Tables on disk: each thread takes whole tables.
-        let threads = threads.min(probe.len());
-        let state = shared.readable_state()?;
-        let mut found: Vec<Vec<(u64, u32)>> = {
-            let shares: Vec<&[usize]> = probe.chunks(probe.len().div_ceil(threads)).collect();
-            let mut parts = std::thread::scope(|scope| {
-                let handles: Vec<_> = shares
-                    .iter()
-                    .map(|&tables| {
-                        let state = &*state;
-                        scope.spawn(move || probe_tables_dispatch(shared, state, tables, chunk, k))
-                    })
-                    .collect();
-                join_all(handles)
-            })?;
-            let mut found = parts.pop().unwrap_or_default();
-            for part in parts {
-                for (f, p) in found.iter_mut().zip(part) {
-                    f.extend(p);
-                }
-            }
-            found
-        };
-        found.resize_with(chunk.len(), Vec::new);
-        let per = found.len().div_ceil(threads).max(1);
-        let finished = std::thread::scope(|scope| {
-            let handles: Vec<_> = found
-                .chunks_mut(per)
-                .map(|part| {
-                    let state = &*state;
-                    scope.spawn(move || {
-                        finish_all(shared, state, part.iter_mut().map(std::mem::take).collect())
-                    })
-                })
-                .collect();
-            join_all(handles)
-        })?;
-        drop(state);
-        results.extend(finished.into_iter().flatten());
-    }
-    Ok(results)
-}
-
-/// Answers `chunk` by sorted passes over every table, its queries split
-/// into up to `threads` shares, each answered by one thread from start
-/// to finish. For tables held in memory, where a pass reads packed
-/// blocks and no stored block is decoded, this leaves no serial step
-/// between the threads (splitting the tables instead merges every
-/// query's candidates on one thread).
-fn sorted_by_queries(
-    shared: &Shared,
-    probe: &[usize],
-    chunk: &[u64],
-    k: u32,
-    threads: usize,
-) -> Result<Vec<Vec<Match>>> {
-    in_shares(shared, chunk, threads, |state, part| {
-        probe_tables_dispatch(shared, state, probe, part, k)
-    })
-}
-
-/// Queries per block of a table below which a batch chunk is answered
-/// query by query rather than by one sorted pass over the tables.
-const SORTED_MIN_PER_BLOCK: usize = 2;
-
-/// Answers `chunk` query by query, spread over `threads` threads.
-fn query_each(
-    shared: &Shared,
-    probe: &[usize],
-    chunk: &[u64],
-    k: u32,
-    threads: usize,
-) -> Result<Vec<Vec<Match>>> {
-    in_shares(shared, chunk, threads, |state, part| {
-        let mut found = Vec::with_capacity(part.len());
-        for group in part.chunks(GROUP) {
-            found.extend(collect(shared, state, probe, group, k, false)?);
-        }
-        Ok(found)
-    })
-}
-
-/// Answers up to `threads` consecutive shares of `chunk` (as many as
-/// `chunk.chunks` makes), one scoped thread each (on the calling thread
-/// when one), in order: `find` gives a share's
-/// candidates under one read-lock acquisition, then they are finished
-/// (sorted, ids attached) under it too.
-fn in_shares(
-    shared: &Shared,
-    chunk: &[u64],
-    threads: usize,
-    find: impl Fn(&State, &[u64]) -> Result<Vec<Vec<(u64, u32)>>> + Sync,
-) -> Result<Vec<Vec<Match>>> {
-    let answer = |part: &[u64]| -> Result<Vec<Vec<Match>>> {
-        let state = shared.readable_state()?;
-        finish_all(shared, &state, find(&state, part)?)
-    };
-    if threads <= 1 {
-        return answer(chunk);
-    }
-    let per = chunk.len().div_ceil(threads).max(1);
-    let answer = &answer;
-    let parts = std::thread::scope(|scope| {
-        let handles: Vec<_> = chunk
-            .chunks(per)
-            .map(|part| scope.spawn(move || answer(part)))
-            .collect();
-        join_all(handles)
-    })?;
-    Ok(parts.into_iter().flatten().collect())
-}
-
-/// Joins scoped threads in order, re-raising a panic and returning the
-/// first error.
-fn join_all<T>(handles: Vec<std::thread::ScopedJoinHandle<'_, Result<T>>>) -> Result<Vec<T>> {
-    handles
-        .into_iter()
-        .map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
-        .collect()
-}
-
-/// How many ranges ahead a sorted batch pass prefetches where a query's
-/// hits go.
-const FOUND_AHEAD: usize = 8;
-
-/// Chunks smaller than this are answered on the calling thread
-/// (`tests/oracle.rs` spreads batches over threads with 5,000 queries).
-const PARALLEL_MIN: usize = 4096;
-
-/// [`probe_tables`], compiled for the processor's bit instructions when
-/// it has them (as [`collect`]).
-fn probe_tables_dispatch(
-    shared: &Shared,
-    state: &State,
-    tables: &[usize],
-    chunk: &[u64],
-    k: u32,
-) -> Result<Vec<Vec<(u64, u32)>>> {
-    #[cfg(target_arch = "x86_64")]
-    if crate::cpu::fast_bits() {
-        // SAFETY: `fast_bits` checked that this processor has every
-        // feature `probe_tables_fast_bits` is compiled for.
-        return unsafe { probe_tables_fast_bits(shared, state, tables, chunk, k) };
-    }
-    probe_tables(shared, state, tables, chunk, k)
-}
-
-/// [`probe_tables`] compiled for POPCNT, BMI1, BMI2 and LZCNT.
-///
-/// # Safety
-/// The processor must have those features.
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "popcnt,bmi1,bmi2,lzcnt")]
-unsafe fn probe_tables_fast_bits(
-    shared: &Shared,
-    state: &State,
-    tables: &[usize],
-    chunk: &[u64],
-    k: u32,
-) -> Result<Vec<Vec<(u64, u32)>>> {
-    probe_tables(shared, state, tables, chunk, k)
-}
-
-/// Candidates for each query of `chunk` from the given tables (and their
-/// pending fingerprints), in chunk order.
-#[inline(always)]
-fn probe_tables(
-    shared: &Shared,
-    state: &State,
-    tables: &[usize],
-    chunk: &[u64],
-    k: u32,
-) -> Result<Vec<Vec<(u64, u32)>>> {
-    let mut found: Vec<Vec<(u64, u32)>> = vec![Vec::new(); chunk.len()];
-    for &t in tables {
-        let spec = &shared.plan.tables()[t];
-        let mut order: Vec<(u64, usize)> = chunk
-            .iter()
-            .enumerate()
-            .map(|(i, &fp)| (spec.permutation.apply(fp), i))
-            .collect();
-        order.sort_unstable();
-        let ranges: Vec<(u64, u64)> = order.iter().map(|&(q, _)| spec.prefix_range(q)).collect();
-        let mut near = Vec::new();
-        state.tables[t].scan_sorted(&ranges, |r, run| {
-            // Hits land in `found` at random query positions: ask for the
-            // list header of a query a few ranges ahead, and for the
-            // buffer of one whose header was asked for earlier, so a hit's
-            // push does not wait for memory.
-            if let Some(&(_, j)) = order.get(r + 2 * FOUND_AHEAD) {
-                crate::table::prefetch(std::slice::from_ref(&found[j]));
-            }
-            if let Some(&(_, j)) = order.get(r + FOUND_AHEAD) {
-                crate::table::prefetch(&found[j][..found[j].len().min(1)]);
-            }
-            let (q, i) = order[r];
-            near.clear();
-            super::near::near(run, q, k, &mut near);
-            for &(p, d) in &near {
-                let x = spec.permutation.invert(p);
-                if !state.tombstones.contains(&x) {
-                    found[i].push((x, d));
-                }
-            }
-        })?;
-        for (r, &(q, i)) in order.iter().enumerate() {
-            let (lo, hi) = ranges[r];
-            for p in state.pending.range(t, lo, hi) {
-                let d = (p ^ q).count_ones();
-                if d <= k {
-                    found[i].push((spec.permutation.invert(p), d));
-                }
-            }
-        }
-    }
-    Ok(found)
 }
