@@ -124,13 +124,8 @@ mod tests {
 
     #[test]
     fn agrees_with_partition_point_on_uniform_and_clustered_keys() {
-        let mut x = 1u64;
-        let mut next = || {
-            x = x
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407);
-            x ^ (x >> 33)
-        };
+        let mut rng = crate::test_rng::TestRng::new(1);
+        let mut next = || rng.next_u64();
         let mut uniform: Vec<u64> = (0..2000).map(|_| next()).collect();
         uniform.sort_unstable();
         uniform.dedup();

@@ -75,6 +75,9 @@ pub use store::{
     Durability, Match, Op, Options, Stats, Store, VerifyReport, BUFFERED_SYNC_INTERVAL,
 };
 
+#[cfg(test)]
+mod test_rng;
+
 /// Bodies of the fuzz targets under `fuzz/`; built for them (feature
 /// `fuzzing`) and for the unit tests, which run them on fixed inputs.
 #[cfg(any(test, feature = "fuzzing"))]

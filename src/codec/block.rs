@@ -568,15 +568,8 @@ mod tests {
     use crate::codec::huffman::SYMBOLS;
 
     fn sample(n: usize, seed: u64) -> Vec<u64> {
-        let mut x = seed;
-        let mut v: Vec<u64> = (0..n)
-            .map(|_| {
-                x = x
-                    .wrapping_mul(6364136223846793005)
-                    .wrapping_add(1442695040888963407);
-                x ^ (x >> 31)
-            })
-            .collect();
+        let mut rng = crate::test_rng::TestRng::new(seed);
+        let mut v: Vec<u64> = (0..n).map(|_| rng.next_u64()).collect();
         v.sort_unstable();
         v.dedup();
         v

@@ -260,11 +260,9 @@ mod tests {
             let mut fps = Vec::new();
             for (i, &s) in seeds.iter().enumerate() {
                 fps.push(s);
-                let mut x = s | 1;
+                let mut rng = crate::test_rng::TestRng::new(s);
                 for _ in 0..copies {
-                    x ^= x << 13;
-                    x ^= x >> 7;
-                    x ^= x << 17;
+                    let x = rng.next_u64();
                     let mask = if spread == 0 { 0 } else { u64::MAX >> (64 - spread) };
                     fps.push(s ^ (x & mask) ^ (i as u64));
                 }
@@ -321,13 +319,8 @@ mod tests {
     /// blocks are checked when they are loaded.)
     #[test]
     fn malformed_streams_end_careful_without_wrong_values() {
-        let mut x = 7u64;
-        let mut fps: Vec<u64> = (0..3000)
-            .map(|_| {
-                x = x.wrapping_mul(6364136223846793005).wrapping_add(1);
-                x >> 20
-            })
-            .collect();
+        let mut rng = crate::test_rng::TestRng::new(7);
+        let mut fps: Vec<u64> = (0..3000).map(|_| rng.next_u64() >> 20).collect();
         let (code, blocks) = blocks_of(&mut fps, 1024);
         let bytes = &blocks[1];
         let view = BlockView::parse(bytes).unwrap();

@@ -419,10 +419,10 @@ mod tests {
         round_trip(&[vec![0, u64::MAX], vec![3]]);
         let many: Vec<u64> = (0..100_000).map(|i| i * 3 + 1_000_000).collect();
         round_trip(&[vec![1], many, vec![2], vec![]]);
-        let mut x = 1u64;
+        let mut rng = crate::test_rng::TestRng::new(1);
         let lists: Vec<Vec<u64>> = (0..300)
             .map(|i| {
-                x = x.wrapping_mul(6364136223846793005).wrapping_add(1);
+                let x = rng.next_u64();
                 match i % 7 {
                     0 => vec![],
                     1 => vec![x >> 40, (x >> 40) + 1 + (x & 0xff)],

@@ -159,17 +159,10 @@ impl Plan {
 mod tests {
     use super::*;
 
-    fn lcg(x: &mut u64) -> u64 {
-        *x = x
-            .wrapping_mul(6364136223846793005)
-            .wrapping_add(1442695040888963407);
-        *x ^ (*x >> 29)
-    }
-
     /// Every pair within distance k' ≤ k shares the prefix in some probed table.
     #[test]
     fn pigeonhole_guarantee_holds_for_every_probe_set() {
-        let mut seed = 7u64;
+        let mut seed = crate::test_rng::TestRng::new(7);
         for (k, r) in [(0u8, 1u8), (1, 2), (2, 4), (3, 4), (3, 5), (3, 6), (4, 6)] {
             let plan = Plan::new(k, r).unwrap();
             assert_eq!(
@@ -180,10 +173,10 @@ mod tests {
                 let set = plan.probe_set(kq).unwrap();
                 assert!(!set.is_empty());
                 for _ in 0..3000 {
-                    let a = lcg(&mut seed);
+                    let a = seed.next_u64();
                     let mut b = a;
                     for _ in 0..kq {
-                        b ^= 1u64 << (lcg(&mut seed) % 64);
+                        b ^= 1u64 << (seed.next_u64() % 64);
                     }
                     let found = set.iter().any(|&t| {
                         let spec = &plan.tables()[t];

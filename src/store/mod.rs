@@ -450,13 +450,8 @@ mod tests {
             &Options::new().block_size(64).manual_compaction(true),
         )
         .unwrap();
-        let mut x = 9u64;
-        let mut next = || {
-            x = x
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407);
-            x ^ (x >> 29)
-        };
+        let mut rng = crate::test_rng::TestRng::new(9);
+        let mut next = || rng.next_u64();
         let fps: Vec<u64> = (0..3000).map(|_| next()).collect();
         store
             .insert_many(&fps.iter().map(|&f| (f, 1)).collect::<Vec<_>>())

@@ -92,13 +92,8 @@ mod tests {
     /// repeats, extremes and keys crowded into few buckets.
     #[test]
     fn sorted_keys_match_a_comparison_sort() {
-        let mut x = 0x2545_f491_4f6c_dd1du64;
-        let mut next = move || {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x
-        };
+        let mut rng = crate::test_rng::TestRng::new(1);
+        let mut next = move || rng.next_u64();
         for (n, spread) in [
             (0usize, 64u32),
             (1, 64),

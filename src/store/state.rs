@@ -238,15 +238,8 @@ mod tests {
     #[test]
     fn removing_sorted_fingerprints_one_by_one_or_by_rebuilding_agree() {
         let plan = Plan::new(3, 5).unwrap();
-        let mut x = 0x9e37_79b9_7f4a_7c15u64;
-        let mut fps: Vec<u64> = (0..1000)
-            .map(|_| {
-                x ^= x << 13;
-                x ^= x >> 7;
-                x ^= x << 17;
-                x
-            })
-            .collect();
+        let mut rng = crate::test_rng::TestRng::new(1);
+        let mut fps: Vec<u64> = (0..1000).map(|_| rng.next_u64()).collect();
         fps.sort_unstable();
         // A few (one at a time), then most of what is left (a rebuild).
         for removed in [
