@@ -1,0 +1,218 @@
+//! Reading a table's fingerprints: range scans (plain, near a query, and
+//! batched over sorted ranges), positions and membership.
+
+use std::collections::VecDeque;
+
+use super::state::Read;
+use super::{packed, Cursor, ProbeStart, TableState};
+use crate::codec::{BlockView, Code, Visit};
+use crate::error::{Error, Result};
+
+impl TableState {
+    /// Calls `visit` with every permuted fingerprint in `lo..=hi`, in order,
+    /// until it returns `false`. Returns whether the visit was stopped.
+    pub fn scan(&self, lo: u64, hi: u64, visit: impl FnMut(u64) -> bool) -> Result<bool> {
+        self.scan_from(self.probe_start(lo, hi), lo, hi, visit)
+    }
+
+    /// [`scan`](Self::scan) from `start`, which must be
+    /// [`probe_start(lo, hi)`](Self::probe_start). Always inlined, so its
+    /// loops are compiled for the caller's target features.
+    #[inline(always)]
+    pub fn scan_from(
+        &self,
+        start: ProbeStart,
+        lo: u64,
+        hi: u64,
+        mut visit: impl FnMut(u64) -> bool,
+    ) -> Result<bool> {
+        let mut j = start.block;
+        while j < self.keys.len() && self.keys[j] <= hi {
+            let visited = match self.read(j)? {
+                Read::Packed(p) => {
+                    let from = if j == start.block {
+                        start.from
+                    } else {
+                        Cursor::START
+                    };
+                    packed_visit(p.visit(from, hi, &mut visit))
+                }
+                Read::Encoded(bytes, verified) => {
+                    let (view, code) = self.parse(j, &bytes, verified)?;
+                    self.scan_block(j, &view, code, lo, hi, &mut visit)?
+                }
+            };
+            match visited {
+                Visit::Exhausted => j += 1,
+                Visit::PastEnd => return Ok(false),
+                Visit::Stopped => return Ok(true),
+            }
+        }
+        Ok(false)
+    }
+
+    /// Calls `near(v, d)` for the stored permuted fingerprints `v` in
+    /// `lo..=hi` at distance `d <= k` from `q`, in order, until it returns
+    /// `false` (then `true`: stopped early). `start` must be
+    /// [`probe_start(lo, hi)`](Self::probe_start). Always inlined, so its
+    /// loops are compiled for the caller's target features.
+    #[inline(always)]
+    pub fn scan_near(
+        &self,
+        start: ProbeStart,
+        lo: u64,
+        hi: u64,
+        q: u64,
+        k: u32,
+        mut near: impl FnMut(u64, u32) -> bool,
+    ) -> Result<bool> {
+        let mut j = start.block;
+        while j < self.keys.len() && self.keys[j] <= hi {
+            let visited = match self.read(j)? {
+                Read::Packed(p) => {
+                    let from = if j == start.block {
+                        start.from
+                    } else {
+                        Cursor::START
+                    };
+                    packed_visit(p.scan_near(from, hi, q, k, &mut near))
+                }
+                Read::Encoded(bytes, verified) => {
+                    let (view, code) = self.parse(j, &bytes, verified)?;
+                    let mut visit = within(q, k, &mut near);
+                    self.scan_block(j, &view, code, lo, hi, &mut visit)?
+                }
+            };
+            match visited {
+                Visit::Exhausted => j += 1,
+                Visit::PastEnd => return Ok(false),
+                Visit::Stopped => return Ok(true),
+            }
+        }
+        Ok(false)
+    }
+
+    /// Visits `lo..=hi` within encoded block `j` in order, decoding from
+    /// the block's start.
+    #[inline(always)]
+    fn scan_block(
+        &self,
+        j: usize,
+        view: &BlockView<'_>,
+        code: &Code,
+        lo: u64,
+        hi: u64,
+        visit: &mut impl FnMut(u64) -> bool,
+    ) -> Result<Visit> {
+        view.iter(code)
+            .visit_range(lo, hi, visit)
+            .map_err(|e| Error::block(self.number, self.keys[j], &e))
+    }
+
+    /// Visits the permuted fingerprints in each of `ranges` (inclusive,
+    /// sorted by their low ends) as `visit(range index, run)`, where each
+    /// run is the sorted part of one decoded block inside the range,
+    /// decoding every block at most once for the whole batch (Manku §3.3).
+    /// Always inlined, so its loops are compiled for the caller's target
+    /// features.
+    #[inline(always)]
+    pub fn scan_sorted(
+        &self,
+        ranges: &[(u64, u64)],
+        mut visit: impl FnMut(usize, &[u64]),
+    ) -> Result<()> {
+        let mut cache: VecDeque<Vec<u64>> = VecDeque::new();
+        let mut spare: Vec<Vec<u64>> = Vec::new();
+        let mut cache_start = 0usize;
+        for (r, &(lo, hi)) in ranges.iter().enumerate() {
+            let start = self.directory.locate(&self.keys, lo).unwrap_or(0);
+            while cache_start < start && !cache.is_empty() {
+                spare.extend(cache.pop_front());
+                cache_start += 1;
+            }
+            if cache.is_empty() {
+                cache_start = start;
+            }
+            let mut j = start;
+            while j < self.keys.len() && self.keys[j] <= hi {
+                if j - cache_start == cache.len() {
+                    let mut fps = spare.pop().unwrap_or_default();
+                    self.decode_block(j, &mut fps)?;
+                    cache.push_back(fps);
+                }
+                let fps = &cache[j - cache_start];
+                let from = fps.partition_point(|&f| f < lo);
+                let to = fps.partition_point(|&f| f <= hi);
+                if from < to {
+                    visit(r, &fps[from..to]);
+                }
+                j += 1;
+            }
+        }
+        Ok(())
+    }
+
+    /// Where the table holds the permuted fingerprint `x`: its block and
+    /// its index among the block's fingerprints; `None` when it does not.
+    pub fn position(&self, x: u64) -> Result<Option<(usize, usize)>> {
+        self.position_from(self.probe_start(x, x), x)
+    }
+
+    /// [`position`](Self::position) of `x` from its probe's start
+    /// (`probe_start(x, x)`, or its stages run for several values
+    /// together).
+    #[inline]
+    pub fn position_from(&self, start: ProbeStart, x: u64) -> Result<Option<(usize, usize)>> {
+        let j = start.block;
+        if self.keys.get(j).is_none_or(|&key| key > x) {
+            return Ok(None);
+        }
+        match self.read(j)? {
+            Read::Packed(p) => {
+                let mut found = false;
+                p.visit(start.from, x, |v| {
+                    found = v == x;
+                    false
+                });
+                Ok(found.then(|| (j, start.from.index())))
+            }
+            Read::Encoded(bytes, verified) => {
+                let (view, code) = self.parse(j, &bytes, verified)?;
+                let mut values = Vec::with_capacity(view.count());
+                view.decode_into(code, &mut values)
+                    .map_err(|e| Error::block(self.number, self.keys[j], &e))?;
+                Ok(values.binary_search(&x).ok().map(|i| (j, i)))
+            }
+        }
+    }
+
+    /// Whether the table holds this permuted fingerprint.
+    pub fn contains(&self, permuted: u64) -> Result<bool> {
+        let mut found = false;
+        self.scan(permuted, permuted, |_| {
+            found = true;
+            false
+        })?;
+        Ok(found)
+    }
+}
+
+/// A packed scan's end as the decoder's [`Visit`].
+#[inline(always)]
+fn packed_visit(scan: packed::Scan) -> Visit {
+    match scan {
+        packed::Scan::Exhausted => Visit::Exhausted,
+        packed::Scan::PastEnd => Visit::PastEnd,
+        packed::Scan::Stopped => Visit::Stopped,
+    }
+}
+
+/// A visitor of every decoded value that passes those within `k` of `q`
+/// (with their distance) to `near`.
+#[inline(always)]
+fn within(q: u64, k: u32, near: &mut impl FnMut(u64, u32) -> bool) -> impl FnMut(u64) -> bool + '_ {
+    move |v| {
+        let d = (v ^ q).count_ones();
+        d > k || near(v, d)
+    }
+}
