@@ -34,8 +34,6 @@ pub mod codec;
 #[cfg(not(feature = "internals"))]
 #[allow(dead_code, unused_imports)]
 pub(crate) mod codec;
-#[cfg_attr(not(feature = "storage"), allow(dead_code))]
-mod cpu;
 pub mod error;
 #[cfg(feature = "internals")]
 #[doc(hidden)]
@@ -50,6 +48,8 @@ pub mod index;
 #[allow(dead_code, unused_imports)]
 pub(crate) mod index;
 pub mod plan;
+#[cfg_attr(not(feature = "storage"), allow(dead_code))]
+mod simd;
 pub mod simhash;
 #[cfg(feature = "internals")]
 #[doc(hidden)]

@@ -161,7 +161,7 @@ fn probe_tables_dispatch(
     k: u32,
 ) -> Result<Vec<Vec<(u64, u32)>>> {
     #[cfg(target_arch = "x86_64")]
-    if crate::cpu::fast_bits() {
+    if crate::simd::cpu::fast_bits() {
         // SAFETY: `fast_bits` checked that this processor has every
         // feature `probe_tables_fast_bits` is compiled for.
         return unsafe { probe_tables_fast_bits(shared, state, tables, chunk, k) };
@@ -219,7 +219,7 @@ fn probe_tables(
             }
             let (q, i) = order[r];
             near.clear();
-            super::near::near(run, q, k, &mut near);
+            crate::simd::near::near(run, q, k, &mut near);
             for &(p, d) in &near {
                 let x = spec.permutation.invert(p);
                 if !state.tombstones.contains(&x) {

@@ -11,7 +11,6 @@ mod health;
 mod ids;
 mod locks;
 mod memory;
-mod near;
 mod open;
 mod options;
 mod parallel;

@@ -63,7 +63,7 @@ pub(super) fn collect(
     first: bool,
 ) -> Result<Vec<Vec<(u64, u32)>>> {
     #[cfg(target_arch = "x86_64")]
-    if crate::cpu::fast_bits() {
+    if crate::simd::cpu::fast_bits() {
         // SAFETY: `fast_bits` checked that this processor has every
         // feature `collect_fast_bits` is compiled for.
         return unsafe { collect_fast_bits(shared, state, probe, fps, k, first) };

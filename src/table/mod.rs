@@ -51,30 +51,4 @@ impl std::ops::Deref for Bytes<'_> {
     }
 }
 
-/// Asks the processor to bring `items` into cache, without waiting.
-#[inline(always)]
-pub(crate) fn prefetch<T>(items: &[T]) {
-    let start = items.as_ptr().cast::<u8>();
-    let len = std::mem::size_of_val(items);
-    let line = |at: usize| {
-        #[cfg(target_arch = "x86_64")]
-        // SAFETY: `_mm_prefetch` needs SSE, which every x86-64 processor
-        // has; a prefetch is only a hint and never faults.
-        unsafe {
-            std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(
-                start.wrapping_add(at).cast(),
-            );
-        }
-        #[cfg(not(target_arch = "x86_64"))]
-        let _ = at;
-    };
-    let mut at = 0;
-    while at < len {
-        line(at);
-        at += 64;
-    }
-    // The last line, when the range does not start on a line boundary.
-    if len > 0 {
-        line(len - 1);
-    }
-}
+pub(crate) use crate::simd::prefetch;

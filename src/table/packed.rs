@@ -166,10 +166,7 @@ impl Packed {
     /// Value `index`'s low part.
     #[inline(always)]
     fn low(lower: &[u8], low_bits: u32, index: usize) -> u64 {
-        let bit = index * low_bits as usize;
-        let mut word = [0u8; 8];
-        word.copy_from_slice(&lower[bit / 8..bit / 8 + 8]);
-        (u64::from_le_bytes(word) >> (bit % 8)) & ((1u64 << low_bits) - 1)
+        crate::simd::lows::low(lower, low_bits, index)
     }
 
     /// What offsets are from: the first value with its low `low_bits`
@@ -305,7 +302,7 @@ impl Packed {
     ) -> Scan {
         if self.low_bits >= LOWS_MIN_BITS {
             #[cfg(target_arch = "x86_64")]
-            if crate::cpu::wide_popcount() {
+            if crate::simd::cpu::wide_popcount() {
                 // SAFETY: `wide_popcount` checked that this processor has
                 // AVX-512F and AVX512-VPOPCNTDQ, the features
                 // `scan_near_wide` is compiled for.
@@ -382,58 +379,27 @@ impl Packed {
         k: u32,
         mut near: impl FnMut(u64, u32) -> bool,
     ) -> Scan {
-        use std::arch::x86_64::{
-            __mmask8, _mm512_and_si512, _mm512_mask_cmple_epu64_mask, _mm512_mask_i64gather_epi64,
-            _mm512_popcnt_epi64, _mm512_set1_epi64, _mm512_set_epi64, _mm512_setzero_si512,
-            _mm512_srli_epi64, _mm512_srlv_epi64, _mm512_xor_si512,
-        };
         let n = self.len();
         let start = cursor.index();
         if start >= n {
             return Scan::Exhausted;
         }
         let end = self.end_of(hi);
-        let w = i64::from(self.low_bits);
-        let mask = (1u64 << self.low_bits) - 1;
-        let lower = self.lower();
-        let lane_bits = _mm512_set_epi64(7 * w, 6 * w, 5 * w, 4 * w, 3 * w, 2 * w, w, 0);
-        let masks = _mm512_set1_epi64(mask as i64);
-        let sevens = _mm512_set1_epi64(7);
-        let qs = _mm512_set1_epi64((q & mask) as i64);
-        let ks = _mm512_set1_epi64(i64::from(k));
-        let mut i = start;
-        while i < end {
-            let left = end - i;
-            let valid: __mmask8 = if left >= 8 { 0xff } else { (1u8 << left) - 1 };
-            let bits = std::arch::x86_64::_mm512_add_epi64(
-                _mm512_set1_epi64((i as u64 * self.low_bits as u64) as i64),
-                lane_bits,
-            );
-            // SAFETY: only the lanes of values below `end <= n` are read,
-            // each eight bytes from its low part's first byte, which the
-            // spare word keeps inside `lower`.
-            let words = unsafe {
-                _mm512_mask_i64gather_epi64::<1>(
-                    _mm512_setzero_si512(),
-                    valid,
-                    _mm512_srli_epi64::<3>(bits),
-                    lower.as_ptr().cast(),
-                )
-            };
-            let lows = _mm512_and_si512(
-                _mm512_srlv_epi64(words, _mm512_and_si512(bits, sevens)),
-                masks,
-            );
-            let d = _mm512_popcnt_epi64(_mm512_xor_si512(lows, qs));
-            let mut hits = _mm512_mask_cmple_epu64_mask(valid, d, ks);
-            while hits != 0 {
-                let index = i + hits.trailing_zeros() as usize;
-                hits &= hits - 1;
-                if !self.report(index, q, k, &mut near) {
-                    return Scan::Stopped;
-                }
-            }
-            i += 8;
+        // SAFETY: the caller's processor has the features `within_wide` is
+        // compiled for (this function's own), and the spare word after
+        // the low parts keeps every low part's 8-byte load inside `lower`.
+        let stopped = unsafe {
+            crate::simd::lows::within_wide(
+                self.lower(),
+                self.low_bits,
+                (start, end),
+                q,
+                k,
+                |index| self.report(index, q, k, &mut near),
+            )
+        };
+        if stopped {
+            return Scan::Stopped;
         }
         self.ended(end)
     }
@@ -611,7 +577,7 @@ mod tests {
                     });
                     prop_assert_eq!((&lows, lows_end), (&want, end));
                     #[cfg(target_arch = "x86_64")]
-                    if crate::cpu::wide_popcount() {
+                    if crate::simd::cpu::wide_popcount() {
                         let mut wide = Vec::new();
                         // SAFETY: `wide_popcount` checked the features.
                         let wide_end = unsafe {

@@ -13,7 +13,7 @@
 #[inline]
 pub(crate) fn near(run: &[u64], q: u64, k: u32, out: &mut Vec<(u64, u32)>) {
     #[cfg(target_arch = "x86_64")]
-    if run.len() >= WIDE_MIN && crate::cpu::wide_popcount() {
+    if run.len() >= WIDE_MIN && crate::simd::cpu::wide_popcount() {
         // SAFETY: `wide_popcount` checked that this processor has AVX-512F
         // and AVX512-VPOPCNTDQ, the features `near_wide` is compiled for.
         unsafe { near_wide(run, q, k, out) };
