@@ -88,7 +88,7 @@ pub struct IdBlocks {
     fill_cache: bool,
 }
 
-impl crate::store::IdSource for IdBlocks {
+impl crate::table::IdSource for IdBlocks {
     fn fetch(&self, key: u64) -> Result<Option<std::sync::Arc<[u8]>>> {
         let family = self.db.cf_handle(keys::ID_BLOCKS_FAMILY).ok_or_else(|| {
             Error::corrupt(

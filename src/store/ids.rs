@@ -15,13 +15,7 @@ use std::sync::{Arc, OnceLock};
 
 use crate::error::{Error, Location, Result};
 use crate::format::ids::{IdBlock, IdBlockWriter};
-use crate::table::{Added, Bytes, TableState};
-
-/// Where id blocks not held in memory are read from.
-pub(crate) trait IdSource: Send + Sync + std::fmt::Debug {
-    /// The stored id block under `key` (a table-0 block key), if any.
-    fn fetch(&self, key: u64) -> Result<Option<Arc<[u8]>>>;
-}
+use crate::table::{Added, Bytes, IdSource, TableState};
 
 /// What a slot holds of its id block.
 #[derive(Debug, Clone)]

@@ -30,7 +30,6 @@ use std::thread::JoinHandle;
 
 pub use compact::CompactionReport;
 pub use entry::Entry;
-pub(crate) use ids::IdSource;
 pub use options::{
     Durability, Options, BUFFERED_SYNC_INTERVAL, DEFAULT_BLOCK_SIZE, DEFAULT_EXPECTED_SIZE,
     DEFAULT_MAX_DISTANCE, DEFAULT_MIN_MERGE_THRESHOLD, DEFAULT_TABLE_FILE_BYTES,

@@ -34,6 +34,13 @@ pub trait BlockSource: Send + Sync + std::fmt::Debug {
     fn fetch(&self, table: usize, key: u64) -> Result<Arc<[u8]>>;
 }
 
+/// Where the id blocks of table 0's blocks are read from when they are not
+/// held in memory.
+pub trait IdSource: Send + Sync + std::fmt::Debug {
+    /// The stored id block under `key` (a table-0 block key), if any.
+    fn fetch(&self, key: u64) -> Result<Option<Arc<[u8]>>>;
+}
+
 /// A block's bytes (a table's, or an id block's): borrowed from memory or
 /// fetched from its source.
 pub(crate) enum Bytes<'a> {
