@@ -31,9 +31,10 @@ enum Command {
     Quality {
         /// Files or directories.
         inputs: Vec<PathBuf>,
-        /// Jaccard similarity that makes a pair a near-duplicate.
-        #[arg(long, default_value_t = 0.8)]
-        threshold: f64,
+        /// Jaccard similarities that make a pair a near-duplicate (comma
+        /// separated: a table each).
+        #[arg(long, value_delimiter = ',', default_value = "0.8")]
+        threshold: Vec<f64>,
         /// Word-shingle width of the Jaccard ground truth.
         #[arg(long, default_value_t = 3)]
         truth_shingle: usize,
@@ -73,7 +74,7 @@ fn dispatch(command: Command) -> Result<(), Failure> {
             max_k,
             html,
         } => quality::Quality {
-            threshold,
+            thresholds: threshold,
             truth_shingle,
             shingles,
             max_k,

@@ -1,20 +1,26 @@
-//! `simstore-bench quality`: how well fingerprint distance finds near-duplicate
-//! pairs of real documents, against the exact Jaccard similarity of their
-//! word shingles, for several shingle widths and distances.
+//! `simstore-bench quality`: how well fingerprint distance finds
+//! near-duplicate documents, against the exact Jaccard similarity of their
+//! word shingles as the truth, at several similarity thresholds: over
+//! pairs (every pair within distance k, for several shingle widths), and
+//! over the decisions `simstore dedup` makes in input order (each
+//! document a near-duplicate of the nearest earlier new one within k, or
+//! new). Also the fingerprinting rate.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::io::Write;
 use std::path::PathBuf;
+use std::time::Instant;
 
-use simstore::simhash::{feature_hash, Fingerprinter};
+use simstore::simhash::{feature_hash, Fingerprinter, DEFAULT_SHINGLE};
 
 use simstore_cli::docs::{files, Source};
 use simstore_cli::Failure;
 
 /// Options of one quality run.
 pub struct Quality {
-    /// Pairs with Jaccard similarity at least this are near-duplicates.
-    pub threshold: f64,
+    /// Pairs with Jaccard similarity at least one of these are
+    /// near-duplicates (a table each).
+    pub thresholds: Vec<f64>,
     /// Word-shingle width of the Jaccard ground truth.
     pub truth_shingle: usize,
     /// Simhash word-shingle widths to compare.
@@ -23,26 +29,104 @@ pub struct Quality {
     pub max_k: u32,
 }
 
+/// The truth: the Jaccard similarity of every pair of documents at least
+/// the smallest threshold, by index pair `(i, j)` with `i < j`.
+struct Truth {
+    similar: HashMap<(usize, usize), f64>,
+}
+
+impl Truth {
+    fn new(sets: &[HashSet<u64>], least: f64) -> Self {
+        let mut similar = HashMap::new();
+        for i in 0..sets.len() {
+            for j in i + 1..sets.len() {
+                let s = jaccard(&sets[i], &sets[j]);
+                if s >= least {
+                    similar.insert((i, j), s);
+                }
+            }
+        }
+        Self { similar }
+    }
+
+    /// Whether documents `a` and `b` are near-duplicates at `threshold`.
+    fn near(&self, a: usize, b: usize, threshold: f64) -> bool {
+        let key = (a.min(b), a.max(b));
+        self.similar.get(&key).is_some_and(|&s| s >= threshold)
+    }
+
+    /// Pairs that are near-duplicates at `threshold`.
+    fn count(&self, threshold: f64) -> usize {
+        self.similar.values().filter(|&&s| s >= threshold).count()
+    }
+
+    /// Documents with an earlier near-duplicate at `threshold`.
+    fn with_earlier(&self, threshold: f64) -> HashSet<usize> {
+        self.similar
+            .iter()
+            .filter(|(_, &s)| s >= threshold)
+            .map(|(&(_, j), _)| j)
+            .collect()
+    }
+}
+
+fn jaccard(a: &HashSet<u64>, b: &HashSet<u64>) -> f64 {
+    if a.is_empty() && b.is_empty() {
+        return 1.0;
+    }
+    let inter = a.intersection(b).count();
+    inter as f64 / (a.len() + b.len() - inter) as f64
+}
+
+fn ratio(part: usize, whole: usize) -> f64 {
+    if whole == 0 {
+        1.0
+    } else {
+        part as f64 / whole as f64
+    }
+}
+
+/// `simstore dedup`'s decisions in input order at distance `k`: for each
+/// document, the nearest (then earliest) earlier document kept as new
+/// within `k`, or `None` (the document is new and kept).
+fn decisions(fps: &[u64], k: u32) -> Vec<Option<usize>> {
+    let mut kept: Vec<usize> = Vec::new();
+    fps.iter()
+        .enumerate()
+        .map(|(i, &fp)| {
+            let nearest = kept
+                .iter()
+                .map(|&j| ((fps[j] ^ fp).count_ones(), j))
+                .filter(|&(d, _)| d <= k)
+                .min();
+            if nearest.is_none() {
+                kept.push(i);
+            }
+            nearest.map(|(_, j)| j)
+        })
+        .collect()
+}
+
 impl Quality {
-    /// Reads the documents, prints a markdown table of precision and recall.
+    /// Reads the documents, prints markdown tables of precision and recall.
     pub fn run(
         &self,
         inputs: &[PathBuf],
         source: &Source,
         out: &mut impl Write,
     ) -> Result<(), Failure> {
-        let mut texts: Vec<(String, String)> = Vec::new();
+        let mut texts: Vec<String> = Vec::new();
         for file in files(inputs).into_iter().flatten() {
             source.documents(&file, &mut |d| {
                 if let Ok(t) = d.text {
-                    texts.push((d.name, t));
+                    texts.push(t);
                 }
             });
         }
         let truth_fp = Fingerprinter::new().shingle(self.truth_shingle);
         let sets: Vec<HashSet<u64>> = texts
             .iter()
-            .map(|(_, t)| {
+            .map(|t| {
                 truth_fp
                     .features(t)
                     .iter()
@@ -51,62 +135,150 @@ impl Quality {
             })
             .collect();
         let keep: Vec<usize> = (0..texts.len()).filter(|&i| !sets[i].is_empty()).collect();
-        let mut truth = HashSet::new();
-        for (a, &i) in keep.iter().enumerate() {
-            for &j in &keep[a + 1..] {
-                let inter = sets[i].intersection(&sets[j]).count();
-                let union = sets[i].len() + sets[j].len() - inter;
-                if inter as f64 >= self.threshold * union as f64 {
-                    truth.insert((i, j));
-                }
-            }
-        }
-        let pairs = keep.len() * keep.len().saturating_sub(1) / 2;
+        let texts: Vec<&str> = keep.iter().map(|&i| texts[i].as_str()).collect();
+        let sets: Vec<HashSet<u64>> = keep.iter().map(|&i| sets[i].clone()).collect();
+        let least = self
+            .thresholds
+            .iter()
+            .copied()
+            .fold(f64::INFINITY, f64::min);
+        let truth = Truth::new(&sets, least);
+        let bytes: usize = texts.iter().map(|t| t.len()).sum();
         writeln!(
             out,
-            "{} documents, {pairs} pairs, {} near-duplicate pairs (Jaccard of word {}-shingles >= {})\n",
-            keep.len(),
-            truth.len(),
+            "{} documents ({} KB of text on average), {} pairs; truth: Jaccard of word {}-shingles\n",
+            texts.len(),
+            bytes / texts.len().max(1) / 1024,
+            texts.len() * texts.len().saturating_sub(1) / 2,
             self.truth_shingle,
-            self.threshold
         )?;
-        writeln!(
-            out,
-            "| shingle | k | pairs found | true | precision | recall |"
-        )?;
-        writeln!(out, "|---|---|---|---|---|---|")?;
         for &w in &self.shingles {
-            let fp = Fingerprinter::new().shingle(w);
-            let fps: Vec<u64> = keep
+            let fingerprinter = Fingerprinter::new().shingle(w);
+            let started = Instant::now();
+            let fps: Vec<u64> = texts
                 .iter()
-                .map(|&i| fp.fingerprint(&texts[i].1).map_or(0, |s| s.fingerprint))
+                .map(|t| fingerprinter.fingerprint(t).map_or(0, |s| s.fingerprint))
                 .collect();
-            for k in 1..=self.max_k {
-                let (mut found, mut hit) = (0usize, 0usize);
-                for a in 0..keep.len() {
-                    for b in a + 1..keep.len() {
-                        if (fps[a] ^ fps[b]).count_ones() <= k {
-                            found += 1;
-                            hit += usize::from(truth.contains(&(keep[a], keep[b])));
-                        }
-                    }
-                }
-                let precision = if found == 0 {
-                    1.0
-                } else {
-                    hit as f64 / found as f64
-                };
-                let recall = if truth.is_empty() {
-                    1.0
-                } else {
-                    hit as f64 / truth.len() as f64
-                };
-                writeln!(
-                    out,
-                    "| {w} | {k} | {found} | {hit} | {precision:.3} | {recall:.3} |"
-                )?;
+            let rate = texts.len() as f64 / started.elapsed().as_secs_f64().max(1e-9);
+            writeln!(
+                out,
+                "word {w}-shingles: {rate:.0} documents/s fingerprinted (text already extracted, one thread)\n"
+            )?;
+            self.pairs(&truth, &fps, w, out)?;
+            if w == DEFAULT_SHINGLE {
+                self.decisions(&truth, &fps, out)?;
             }
         }
         Ok(())
+    }
+
+    /// Pairs within distance k against the truth at each threshold.
+    fn pairs(
+        &self,
+        truth: &Truth,
+        fps: &[u64],
+        w: usize,
+        out: &mut impl Write,
+    ) -> Result<(), Failure> {
+        writeln!(
+            out,
+            "| shingle | k | threshold | pairs found | true | near-duplicate pairs | precision | recall |"
+        )?;
+        writeln!(out, "|---|---|---|---|---|---|---|---|")?;
+        let mut within: Vec<Vec<(usize, usize)>> = vec![Vec::new(); self.max_k as usize + 1];
+        for a in 0..fps.len() {
+            for b in a + 1..fps.len() {
+                let d = (fps[a] ^ fps[b]).count_ones();
+                if d <= self.max_k {
+                    within[d as usize].push((a, b));
+                }
+            }
+        }
+        for &t in &self.thresholds {
+            let relevant = truth.count(t);
+            let (mut found, mut hit) = (0usize, 0usize);
+            for (k, pairs) in within.iter().enumerate() {
+                found += pairs.len();
+                hit += pairs.iter().filter(|&&(a, b)| truth.near(a, b, t)).count();
+                if k == 0 {
+                    continue;
+                }
+                writeln!(
+                    out,
+                    "| {w} | {k} | {t} | {found} | {hit} | {relevant} | {:.3} | {:.3} |",
+                    ratio(hit, found),
+                    ratio(hit, relevant)
+                )?;
+            }
+        }
+        writeln!(out)?;
+        Ok(())
+    }
+
+    /// `simstore dedup`'s decisions in input order against the truth:
+    /// precision over the documents flagged (their match is a
+    /// near-duplicate), recall over the documents with an earlier
+    /// near-duplicate (they are flagged).
+    fn decisions(&self, truth: &Truth, fps: &[u64], out: &mut impl Write) -> Result<(), Failure> {
+        writeln!(
+            out,
+            "| dedup decisions: k | threshold | flagged | flagged rightly | with an earlier near-duplicate | precision | recall |"
+        )?;
+        writeln!(out, "|---|---|---|---|---|---|---|")?;
+        for k in 1..=self.max_k {
+            let decided = decisions(fps, k);
+            for &t in &self.thresholds {
+                let relevant = truth.with_earlier(t);
+                let flagged: Vec<(usize, usize)> = decided
+                    .iter()
+                    .enumerate()
+                    .filter_map(|(i, m)| m.map(|j| (i, j)))
+                    .collect();
+                let right = flagged
+                    .iter()
+                    .filter(|&&(i, j)| truth.near(i, j, t))
+                    .count();
+                let caught = flagged.iter().filter(|(i, _)| relevant.contains(i)).count();
+                writeln!(
+                    out,
+                    "| {k} | {t} | {} | {right} | {} | {:.3} | {:.3} |",
+                    flagged.len(),
+                    relevant.len(),
+                    ratio(right, flagged.len()),
+                    ratio(caught, relevant.len())
+                )?;
+            }
+        }
+        writeln!(out)?;
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Decisions as `simstore dedup` makes them: the nearest, then
+    /// earliest, earlier document kept as new; a flagged one is not kept.
+    #[test]
+    fn decisions_follow_dedup() {
+        let fps = [0b0000, 0b0001, 0b0011, 0b1111_0000, 0b0111, 0b1111_0001];
+        assert_eq!(
+            decisions(&fps, 1),
+            vec![None, Some(0), None, None, Some(2), Some(3)]
+        );
+        // Equally near: the earliest.
+        assert_eq!(decisions(&[0b01, 0b10, 0b00], 1)[2], Some(0));
+    }
+
+    #[test]
+    fn jaccard_and_truth() {
+        let set = |v: &[u64]| v.iter().copied().collect::<HashSet<u64>>();
+        let sets = vec![set(&[1, 2, 3, 4]), set(&[1, 2, 3, 5]), set(&[9])];
+        assert!((jaccard(&sets[0], &sets[1]) - 0.6).abs() < 1e-12);
+        let truth = Truth::new(&sets, 0.5);
+        assert!(truth.near(1, 0, 0.6) && !truth.near(0, 1, 0.61) && !truth.near(0, 2, 0.5));
+        assert_eq!(truth.count(0.5), 1);
+        assert_eq!(truth.with_earlier(0.5), HashSet::from([1]));
     }
 }

@@ -58,15 +58,23 @@ fn precision_and_recall_on_hundreds_of_real_documents() {
         .unwrap();
     assert!(out.status.success());
     let text = String::from_utf8(out.stdout).unwrap();
-    let row = text
-        .lines()
-        .find(|l| l.starts_with("| 3 | 3 |"))
-        .unwrap_or_else(|| panic!("{text}"));
-    let cells: Vec<f64> = row
-        .split('|')
-        .filter_map(|c| c.trim().parse().ok())
-        .collect();
-    let (found, precision, recall) = (cells[2], cells[4], cells[5]);
+    let cells = |prefix: &str| -> Vec<f64> {
+        text.lines()
+            .find(|l| l.starts_with(prefix))
+            .unwrap_or_else(|| panic!("no row {prefix}: {text}"))
+            .split('|')
+            .filter_map(|c| c.trim().parse().ok())
+            .collect()
+    };
+    // Pairs: shingle 3, k 3, threshold 0.8, found, true, near-duplicate
+    // pairs, precision, recall.
+    let pairs = cells("| 3 | 3 | 0.8 |");
+    let (found, precision, recall) = (pairs[3], pairs[6], pairs[7]);
     assert!(found >= 100.0, "{text}");
     assert!(precision >= 0.95 && recall >= 0.9, "{text}");
+    // Decisions in input order: k 3, threshold 0.8, flagged, flagged
+    // rightly, with an earlier near-duplicate, precision, recall.
+    let decided = cells("| 3 | 0.8 |");
+    assert!(decided[2] >= 50.0, "{text}");
+    assert!(decided[5] >= 0.95 && decided[6] >= 0.85, "{text}");
 }
