@@ -39,22 +39,28 @@ fn cycles() -> usize {
         .unwrap_or(6)
 }
 
-/// Builds the preload shim once per test process.
+/// Builds the preload shim once per test process, into the build's
+/// directory for test files (overwritten by the next run, not left in the
+/// system's temporary directory).
 fn shim() -> &'static Path {
     static SHIM: OnceLock<PathBuf> = OnceLock::new();
     SHIM.get_or_init(|| {
-        let out =
-            std::env::temp_dir().join(format!("simstore-power-shim-{}.so", std::process::id()));
+        let dir = Path::new(env!("CARGO_TARGET_TMPDIR"));
+        // Compiled under this process's name, then renamed over the shared
+        // one (a run still using the old file keeps it).
+        let built = dir.join(format!("power-shim-{}.so", std::process::id()));
+        let out = dir.join("power-shim.so");
         let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/power_loss_shim.c");
         let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
         let status = Command::new(cc)
             .args(["-shared", "-fPIC", "-O2", "-Wall", "-Werror", "-o"])
-            .arg(&out)
+            .arg(&built)
             .arg(&src)
             .arg("-ldl")
             .status()
             .expect("a C compiler (the RocksDB build needs one too)");
         assert!(status.success(), "compiling {}", src.display());
+        std::fs::rename(&built, &out).expect("placing the shim");
         out
     })
 }
