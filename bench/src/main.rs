@@ -47,6 +47,10 @@ enum Command {
         /// Inputs are HTML.
         #[arg(long)]
         html: bool,
+        /// Weight features by term frequency times their inverse document
+        /// frequency over the inputs.
+        #[arg(long)]
+        idf: bool,
     },
     /// Crash child of `run`'s recovery timing (see `pend.rs`).
     #[command(hide = true)]
@@ -73,11 +77,13 @@ fn dispatch(command: Command) -> Result<(), Failure> {
             shingles,
             max_k,
             html,
+            idf,
         } => quality::Quality {
             thresholds: threshold,
             truth_shingle,
             shingles,
             max_k,
+            idf,
         }
         .run(&inputs, &Source { html, jsonl: None }, &mut out),
         Command::Pend { dir, count, seed } => pend::run(&dir, count, seed),

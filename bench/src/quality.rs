@@ -67,6 +67,10 @@ pub struct Quality {
     pub shingles: Vec<usize>,
     /// Largest distance reported.
     pub max_k: u32,
+    /// Weight features by term frequency times inverse document
+    /// frequency over these documents (a feature common to most of them,
+    /// like a template's, then weighs little) instead of term frequency.
+    pub idf: bool,
 }
 
 /// The truth: the Jaccard similarity of every pair of documents at least
@@ -157,6 +161,33 @@ fn decisions_accepting(
         .collect()
 }
 
+/// Fingerprints with features weighted by term frequency times
+/// `ln((n + 1) / (df + 1))`, `df` the number of `texts` holding the
+/// feature (learned from the texts themselves, in one pass before).
+fn idf_fingerprints(fingerprinter: &Fingerprinter, texts: &[&str]) -> Vec<u64> {
+    let features: Vec<Vec<(String, u64)>> =
+        texts.iter().map(|t| fingerprinter.features(t)).collect();
+    let mut df: HashMap<&str, u32> = HashMap::new();
+    for doc in &features {
+        for (f, _) in doc {
+            *df.entry(f.as_str()).or_default() += 1;
+        }
+    }
+    let n = texts.len() as f64;
+    features
+        .iter()
+        .map(|doc| {
+            let weighted = doc.iter().map(|(f, tf)| {
+                let idf = ((n + 1.0) / (f64::from(df[f.as_str()]) + 1.0)).ln();
+                (f.as_str(), *tf as f64 * idf)
+            });
+            fingerprinter
+                .fingerprint_weighted(weighted)
+                .map_or(0, |s| s.fingerprint)
+        })
+        .collect()
+}
+
 impl Quality {
     /// Reads the documents, prints markdown tables of precision and recall.
     pub fn run(
@@ -208,10 +239,14 @@ impl Quality {
         for &w in &self.shingles {
             let fingerprinter = Fingerprinter::new().shingle(w);
             let started = Instant::now();
-            let fps: Vec<u64> = texts
-                .iter()
-                .map(|t| fingerprinter.fingerprint(t).map_or(0, |s| s.fingerprint))
-                .collect();
+            let fps: Vec<u64> = if self.idf {
+                idf_fingerprints(&fingerprinter, &texts)
+            } else {
+                texts
+                    .iter()
+                    .map(|t| fingerprinter.fingerprint(t).map_or(0, |s| s.fingerprint))
+                    .collect()
+            };
             let rate = texts.len() as f64 / started.elapsed().as_secs_f64().max(1e-9);
             writeln!(
                 out,
