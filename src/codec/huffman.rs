@@ -50,8 +50,8 @@ pub struct Code {
     words: [u16; SYMBOLS],
     /// Indexed by the next `MAX_CODE_LEN` bits: `symbol << 4 | length`.
     table: Box<[u16]>,
-    /// Indexed by the next [`FAST_BITS`] bits: a [`fast_entry`]
-    /// (Self::fast_entry). Small enough that the codes of all tables a
+    /// Indexed by the next [`FAST_BITS`] bits: a
+    /// [`fast_entry`](Self::fast_entry). Small enough that the codes of all tables a
     /// query probes stay in the first-level cache together.
     fast: [u32; 1 << FAST_BITS],
     /// The same steps as bytes, for the sweep: `[total, h, length, 64 - h]`;

@@ -118,7 +118,7 @@ pub(crate) fn file(shared: &Shared, t: usize, mut out: MergeOutput) -> Result<Me
 
 /// Files the id blocks table 0's merge wrote (`ids`, replacing the blocks
 /// keyed `removed`) when they reach the table file threshold, as
-/// [`file`] does a table's blocks; they stay in `ids` (a store holding
+/// [`file()`] does a table's blocks; they stay in `ids` (a store holding
 /// its tables in memory holds them).
 pub(crate) fn file_ids(shared: &Shared, removed: &[u64], ids: &mut MergedIds) -> Result<()> {
     if ids.blocks.is_empty() && removed.is_empty()

@@ -53,7 +53,7 @@ pub(super) fn check_distance(shared: &Shared, k: u32) -> Result<&[usize]> {
 /// For each of `fps`, the candidates `(fingerprint, distance)` within `k`
 /// of it, unsorted and possibly repeated; with `first`, at most one a
 /// query. Runs the copy of the loop compiled for the processor's bit
-/// instructions when it has them (see [`cpu`](crate::cpu)).
+/// instructions when it has them (see [`cpu`](crate::simd::cpu)).
 pub(super) fn collect(
     shared: &Shared,
     state: &State,

@@ -118,7 +118,7 @@ impl Shared {
     /// refuses further writes until it is reopened.
     ///
     /// In buffered mode the first write at least
-    /// [`BUFFERED_SYNC_INTERVAL`] after the last sync is fsynced, so a power
+    /// [`BUFFERED_SYNC_INTERVAL`](super::BUFFERED_SYNC_INTERVAL) after the last sync is fsynced, so a power
     /// cut loses at most the writes acknowledged since then.
     pub fn write_or_poison(&self, batch: crate::storage::Batch) -> Result<()> {
         let sync = self.sync_writes() || self.locks.sync_due();
