@@ -130,20 +130,11 @@ fn ratio(part: usize, whole: usize) -> f64 {
     }
 }
 
-/// `simstore dedup`'s decisions in input order at distance `k`: for each
-/// document, the nearest (then earliest) earlier document kept as new
-/// within `k`, or `None` (the document is new and kept).
-fn decisions(fps: &[u64], k: u32) -> Vec<Option<usize>> {
-    decisions_accepting(fps, k, |_, _| true)
-}
-
-/// [`decisions`] where a candidate counts only when `accept(document,
-/// candidate)`: the nearest (then earliest) accepted one.
-fn decisions_accepting(
-    fps: &[u64],
-    k: u32,
-    accept: impl Fn(usize, usize) -> bool,
-) -> Vec<Option<usize>> {
+/// `simstore dedup`'s decisions in input order at distance `k`, a
+/// candidate counting only when `accept(document, candidate)`: for each
+/// document, the nearest (then earliest) accepted earlier document kept as
+/// new within `k`, or `None` (the document is new and kept).
+fn decisions(fps: &[u64], k: u32, accept: impl Fn(usize, usize) -> bool) -> Vec<Option<usize>> {
     let mut kept: Vec<usize> = Vec::new();
     fps.iter()
         .enumerate()
@@ -339,13 +330,14 @@ impl Quality {
             "| {name}: k | threshold | flagged | flagged rightly | with an earlier near-duplicate | precision | recall |"
         )?;
         writeln!(out, "|---|---|---|---|---|---|---|")?;
+        let relevant: Vec<HashSet<usize>> = self
+            .thresholds
+            .iter()
+            .map(|&t| truth.with_earlier(t))
+            .collect();
         for k in 1..=self.max_k {
-            for &t in &self.thresholds {
-                let decided = match recheck {
-                    Recheck::None => decisions(fps, k),
-                    _ => decisions_accepting(fps, k, |i, j| accept(i, j, t)),
-                };
-                let relevant = truth.with_earlier(t);
+            for (&t, relevant) in self.thresholds.iter().zip(&relevant) {
+                let decided = decisions(fps, k, |i, j| accept(i, j, t));
                 let flagged: Vec<(usize, usize)> = decided
                     .iter()
                     .enumerate()
@@ -381,11 +373,11 @@ mod tests {
     fn decisions_follow_dedup() {
         let fps = [0b0000, 0b0001, 0b0011, 0b1111_0000, 0b0111, 0b1111_0001];
         assert_eq!(
-            decisions(&fps, 1),
+            decisions(&fps, 1, |_, _| true),
             vec![None, Some(0), None, None, Some(2), Some(3)]
         );
         // Equally near: the earliest.
-        assert_eq!(decisions(&[0b01, 0b10, 0b00], 1)[2], Some(0));
+        assert_eq!(decisions(&[0b01, 0b10, 0b00], 1, |_, _| true)[2], Some(0));
     }
 
     /// The sketch estimate is near the true Jaccard similarity (64 slots:
