@@ -190,8 +190,8 @@ impl Quality {
         let mut texts: Vec<String> = Vec::new();
         for file in files(inputs).into_iter().flatten() {
             source.documents(&file, &mut |d| {
-                if let Ok(t) = d.text {
-                    texts.push(t);
+                if let Ok(t) = d.text() {
+                    texts.push(t.into_owned());
                 }
             });
         }

@@ -20,7 +20,7 @@ use std::time::Instant;
 use simstore::simhash::Fingerprinter;
 use simstore::{Op, Options, Store};
 
-use super::docs::{files, Document, Source};
+use super::docs::{files, map_parallel, Document, Source};
 use super::json;
 use super::stream::Failure;
 
@@ -282,26 +282,12 @@ impl Dedup<'_> {
 
     /// Fingerprints documents on all cores, results in input order.
     fn fingerprint_all(&self, docs: &[Document]) -> Vec<Result<u64, String>> {
-        let one = |d: &Document| -> Result<u64, String> {
-            let text = d.text.as_ref().map_err(Clone::clone)?;
+        map_parallel(docs, |d| {
+            let text = d.text()?;
             self.fingerprinter
-                .fingerprint(text)
+                .fingerprint(&text)
                 .map(|s| s.fingerprint)
                 .ok_or_else(|| format!("{}: empty document (no words)", d.name))
-        };
-        let threads = std::thread::available_parallelism()
-            .map_or(1, |n| n.get())
-            .min(docs.len().max(1));
-        let per = docs.len().div_ceil(threads).max(1);
-        std::thread::scope(|s| {
-            let handles: Vec<_> = docs
-                .chunks(per)
-                .map(|c| s.spawn(move || c.iter().map(one).collect::<Vec<_>>()))
-                .collect();
-            handles
-                .into_iter()
-                .flat_map(|h| h.join().expect("fingerprinting thread panicked"))
-                .collect()
         })
     }
 }

@@ -18,8 +18,61 @@ pub struct Document {
     /// The name the user knows it by: the path as given (joined with the
     /// walked part), `-` for standard input, or the JSONL id.
     pub name: String,
-    /// Its text, or a message saying why it is skipped.
-    pub text: Result<String, String>,
+    /// Its contents (HTML still to extract when `html`), or a message
+    /// saying why it is skipped.
+    contents: Result<String, String>,
+    /// Whether `contents` is HTML whose visible text is the document's.
+    html: bool,
+}
+
+impl Document {
+    /// The document's text (for HTML, its visible text: the costly part,
+    /// left to the caller's threads), or why it is skipped.
+    pub fn text(&self) -> Result<std::borrow::Cow<'_, str>, String> {
+        let contents = self.contents.as_deref().map_err(Clone::clone)?;
+        #[cfg(feature = "html")]
+        if self.html {
+            return Ok(simstore::simhash::visible_text(contents).into());
+        }
+        Ok(contents.into())
+    }
+}
+
+/// `f` of every document, on all cores, results in input order.
+pub fn map_parallel<R: Send>(docs: &[Document], f: impl Fn(&Document) -> R + Sync) -> Vec<R> {
+    let threads = std::thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .min(docs.len().max(1));
+    if threads == 1 {
+        return docs.iter().map(f).collect();
+    }
+    // Small interleaved shares keep the threads equally busy when
+    // document sizes vary.
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    const SHARE: usize = 8;
+    let mut parts: Vec<(usize, Vec<R>)> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..threads)
+            .map(|_| {
+                s.spawn(|| {
+                    let mut done = Vec::new();
+                    loop {
+                        let start = next.fetch_add(SHARE, std::sync::atomic::Ordering::Relaxed);
+                        if start >= docs.len() {
+                            return done;
+                        }
+                        let end = (start + SHARE).min(docs.len());
+                        done.push((start, docs[start..end].iter().map(&f).collect()));
+                    }
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .flat_map(|h| h.join().expect("document thread panicked"))
+            .collect()
+    });
+    parts.sort_by_key(|&(start, _)| start);
+    parts.into_iter().flat_map(|(_, r)| r).collect()
 }
 
 /// Expands inputs into files: directories are walked recursively, their
@@ -69,12 +122,12 @@ fn read_all(path: &Path) -> Result<Vec<u8>, String> {
 }
 
 impl Source {
-    fn text_of(&self, raw: String) -> String {
-        #[cfg(feature = "html")]
-        if self.html {
-            return simstore::simhash::visible_text(&raw);
+    fn document(&self, name: String, contents: Result<String, String>) -> Document {
+        Document {
+            name,
+            contents,
+            html: self.html,
         }
-        raw
     }
 
     /// Calls `visit` with every document of `path` in order.
@@ -82,13 +135,12 @@ impl Source {
         let name = path.display().to_string();
         let bytes = match read_all(path) {
             Ok(b) => b,
-            Err(e) => return visit(Document { name, text: Err(e) }),
+            Err(e) => return visit(self.document(name, Err(e))),
         };
         let Some((text_field, id_field)) = &self.jsonl else {
-            let text = String::from_utf8(bytes)
-                .map(|t| self.text_of(t))
-                .map_err(|_| format!("{name}: not valid UTF-8 text"));
-            return visit(Document { name, text });
+            let text =
+                String::from_utf8(bytes).map_err(|_| format!("{name}: not valid UTF-8 text"));
+            return visit(self.document(name, text));
         };
         for (n, line) in BufReader::new(&bytes[..]).split(b'\n').enumerate() {
             let line_no = n + 1;
@@ -109,21 +161,15 @@ impl Source {
                     }
                 };
                 match v.get(text_field) {
-                    Some(serde_json::Value::String(t)) => Ok((id, self.text_of(t.clone()))),
+                    Some(serde_json::Value::String(t)) => Ok((id, t.clone())),
                     _ => Err(format!(
                         "{name}: line {line_no}: no string field {text_field:?}"
                     )),
                 }
             });
             match doc {
-                Ok((id, text)) => visit(Document {
-                    name: id,
-                    text: Ok(text),
-                }),
-                Err(e) => visit(Document {
-                    name: format!("{name}:{line_no}"),
-                    text: Err(e),
-                }),
+                Ok((id, text)) => visit(self.document(id, Ok(text))),
+                Err(e) => visit(self.document(format!("{name}:{line_no}"), Err(e))),
             }
         }
     }

@@ -5,8 +5,11 @@ use std::path::PathBuf;
 
 use simstore::simhash::Fingerprinter;
 
-use super::docs::{files, Document, Source};
+use super::docs::{files, map_parallel, Document, Source};
 use super::stream::Failure;
+
+/// Documents fingerprinted in parallel, then printed in order.
+const CHUNK: usize = 256;
 
 /// Fingerprints every document; documents that cannot be read or have no
 /// text get a warning on stderr. Returns how many were skipped.
@@ -18,6 +21,27 @@ pub fn run(
 ) -> Result<usize, Failure> {
     let mut skipped = 0usize;
     let mut io_error = None;
+    let mut chunk: Vec<Document> = Vec::with_capacity(CHUNK);
+    let mut emit = |chunk: &mut Vec<Document>, skipped: &mut usize| {
+        let results = map_parallel(chunk, |doc| {
+            let text = doc.text()?;
+            fp.fingerprint(&text)
+                .ok_or_else(|| format!("{}: empty document (no words)", doc.name))
+        });
+        for (doc, result) in chunk.drain(..).zip(results) {
+            match result {
+                Ok(s) => {
+                    if let Err(e) = writeln!(out, "{:016x}\t{}", s.fingerprint, doc.name) {
+                        io_error.get_or_insert(e);
+                    }
+                }
+                Err(e) => {
+                    eprintln!("simstore: warning: {e}");
+                    *skipped += 1;
+                }
+            }
+        }
+    };
     for file in files(inputs) {
         let file = match file {
             Ok(f) => f,
@@ -28,23 +52,13 @@ pub fn run(
             }
         };
         source.documents(&file, &mut |doc: Document| {
-            let result = doc.text.and_then(|t| {
-                fp.fingerprint(&t)
-                    .ok_or_else(|| format!("{}: empty document (no words)", doc.name))
-            });
-            match result {
-                Ok(s) => {
-                    if let Err(e) = writeln!(out, "{:016x}\t{}", s.fingerprint, doc.name) {
-                        io_error.get_or_insert(e);
-                    }
-                }
-                Err(e) => {
-                    eprintln!("simstore: warning: {e}");
-                    skipped += 1;
-                }
+            chunk.push(doc);
+            if chunk.len() >= CHUNK {
+                emit(&mut chunk, &mut skipped);
             }
         });
     }
+    emit(&mut chunk, &mut skipped);
     out.flush()?;
     match io_error {
         Some(e) => Err(Failure::Io(e)),

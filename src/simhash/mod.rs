@@ -20,12 +20,14 @@
 mod features;
 #[cfg(feature = "html")]
 mod html;
+mod sketch;
 
 use std::collections::HashMap;
 
 pub use features::{char_shingles, tokens, word_shingles, STOP_WORDS};
 #[cfg(feature = "html")]
 pub use html::visible_text;
+pub use sketch::{Sketch, SKETCH_BYTES, SKETCH_SEED};
 
 /// The XXH3 seed of feature hashes (ASCII "simhash1").
 pub const FEATURE_SEED: u64 = 0x7369_6d68_6173_6831;
@@ -80,6 +82,28 @@ pub fn simhash(features: impl IntoIterator<Item = (u64, f64)>) -> Simhash {
         fingerprint,
         weights,
         features: distinct,
+    }
+}
+
+/// [`simhash`] of distinct hashes in increasing order with integral
+/// weights (term frequencies): the same result, accumulated in integers.
+fn simhash_counted(hashes: &[(u64, u32)]) -> Simhash {
+    let mut sums = [0i64; 64];
+    for &(h, n) in hashes {
+        let n = i64::from(n);
+        for (j, acc) in sums.iter_mut().enumerate() {
+            let bit = ((h >> j) & 1) as i64;
+            *acc += (2 * bit - 1) * n;
+        }
+    }
+    let fingerprint = sums.iter().enumerate().fold(
+        0u64,
+        |fp, (j, &w)| if w > 0 { fp | (1u64 << j) } else { fp },
+    );
+    Simhash {
+        fingerprint,
+        weights: sums.map(|w| w as f64),
+        features: hashes.len(),
     }
 }
 
@@ -155,13 +179,87 @@ impl Fingerprinter {
     /// The simhash of a text with term-frequency weights; `None` when the
     /// text has no tokens.
     pub fn fingerprint(&self, text: &str) -> Option<Simhash> {
-        let features = self.features(text);
-        if features.is_empty() {
-            return None;
+        let hashes = self.feature_hashes(text);
+        (!hashes.is_empty()).then(|| simhash_counted(&hashes))
+    }
+
+    /// The similarity [`Sketch`] of a text's feature set (the features
+    /// [`fingerprint`](Self::fingerprint) weighs); `None` when the text has
+    /// no tokens.
+    pub fn sketch(&self, text: &str) -> Option<Sketch> {
+        Sketch::of_hashes(self.feature_hashes(text).iter().map(|&(h, _)| h))
+    }
+
+    /// Both [`fingerprint`](Self::fingerprint) and
+    /// [`sketch`](Self::sketch) of a text, from one pass over it.
+    pub fn fingerprint_and_sketch(&self, text: &str) -> Option<(Simhash, Sketch)> {
+        let hashes = self.feature_hashes(text);
+        let sketch = Sketch::of_hashes(hashes.iter().map(|&(h, _)| h))?;
+        Some((simhash_counted(&hashes), sketch))
+    }
+
+    /// The distinct feature hashes of a text in increasing order, each
+    /// with its term frequency: what [`features`](Self::features) gives,
+    /// hashed by [`feature_hash`], without a string per feature.
+    pub fn feature_hashes(&self, text: &str) -> Vec<(u64, u32)> {
+        let mut hashes: Vec<u64> = match self.char_shingle {
+            Some(_) => self
+                .features(text)
+                .iter()
+                .flat_map(|(f, tf)| std::iter::repeat_n(feature_hash(f), *tf as usize))
+                .collect(),
+            None => self.word_shingle_hashes(text),
+        };
+        hashes.sort_unstable();
+        let mut counted: Vec<(u64, u32)> = Vec::with_capacity(hashes.len());
+        for h in hashes {
+            match counted.last_mut() {
+                Some((last, n)) if *last == h => *n += 1,
+                _ => counted.push((h, 1)),
+            }
         }
-        Some(simhash(
-            features.iter().map(|(f, tf)| (feature_hash(f), *tf as f64)),
-        ))
+        counted
+    }
+
+    /// The hash of every word shingle of a text, in text order, as
+    /// [`feature_hash`] of [`word_shingles`] of [`tokens`] would give.
+    fn word_shingle_hashes(&self, text: &str) -> Vec<u64> {
+        let mut arena = String::with_capacity(text.len());
+        let mut spans: Vec<(usize, usize)> = Vec::new();
+        for token in text.split(|c: char| !c.is_alphanumeric()) {
+            if token.is_empty() {
+                continue;
+            }
+            let start = arena.len();
+            if token.is_ascii() {
+                arena.extend(token.bytes().map(|b| char::from(b.to_ascii_lowercase())));
+            } else {
+                arena.extend(token.chars().flat_map(char::to_lowercase));
+            }
+            if self.stop_words && STOP_WORDS.contains(&&arena[start..]) {
+                arena.truncate(start);
+                continue;
+            }
+            spans.push((start, arena.len()));
+        }
+        if spans.is_empty() {
+            return Vec::new();
+        }
+        let width = self.shingle.min(spans.len());
+        let mut joined = String::new();
+        spans
+            .windows(width)
+            .map(|w| {
+                joined.clear();
+                for (n, &(a, b)) in w.iter().enumerate() {
+                    if n > 0 {
+                        joined.push(' ');
+                    }
+                    joined.push_str(&arena[a..b]);
+                }
+                feature_hash(&joined)
+            })
+            .collect()
     }
 
     /// The simhash of caller-weighted features (each hashed as by
@@ -215,5 +313,56 @@ mod tests {
             fp.fingerprint(&edited).unwrap(),
         );
         assert!((a.fingerprint ^ b.fingerprint).count_ones() <= 6);
+    }
+
+    /// The fast path (hashes without a string per feature, integer sums)
+    /// gives what the definition gives: simhash of `features` hashed.
+    #[test]
+    fn fast_path_matches_the_definition() {
+        let texts = [
+            "the quick brown fox jumps over the lazy dog the quick brown fox",
+            "Straße, ÉCOLE—naïve 42x; Σίσυφος İstanbul ǅemal the and of",
+            "one",
+            "two words",
+            "",
+            " ;; ",
+        ];
+        let mut rng = crate::test_rng::TestRng::new(11);
+        let words = ["a", "the", "Zebra", "ÉTÉ", "x1", "of", "dog", "ß", "and"];
+        let mut generated = Vec::new();
+        for _ in 0..40 {
+            let n = (rng.next_u64() % 60) as usize;
+            let t: Vec<&str> = (0..n)
+                .map(|_| words[(rng.next_u64() % words.len() as u64) as usize])
+                .collect();
+            generated.push(t.join(if rng.next_u64().is_multiple_of(2) {
+                " "
+            } else {
+                ", "
+            }));
+        }
+        for text in texts
+            .iter()
+            .copied()
+            .chain(generated.iter().map(String::as_str))
+        {
+            for f in [
+                Fingerprinter::new(),
+                Fingerprinter::new().shingle(1),
+                Fingerprinter::new().shingle(5).stop_words(true),
+                Fingerprinter::new().char_shingle(Some(4)),
+            ] {
+                let features = f.features(text);
+                let want = (!features.is_empty())
+                    .then(|| simhash(features.iter().map(|(s, tf)| (feature_hash(s), *tf as f64))));
+                assert_eq!(f.fingerprint(text), want, "{text:?}");
+                let mut hashes: Vec<(u64, u32)> = features
+                    .iter()
+                    .map(|(s, tf)| (feature_hash(s), *tf as u32))
+                    .collect();
+                hashes.sort_unstable();
+                assert_eq!(f.feature_hashes(text), hashes, "{text:?}");
+            }
+        }
     }
 }
