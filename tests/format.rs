@@ -184,7 +184,7 @@ fn format_1_stores_are_upgraded_when_opened() {
     assert!(store.verify().unwrap().ok());
     drop(store);
     {
-        let db = upgraded_to_3(&path);
+        let db = upgraded(&path);
         for t in 0..tables {
             let listed = decode_index(&db.get(index_key(t)).unwrap().unwrap()).unwrap();
             assert!(listed.len() > 10);
@@ -226,17 +226,20 @@ fn copy_tree(from: &std::path::Path, to: &std::path::Path) {
     }
 }
 
-/// Checks that the closed store at `path` says format 3 in its marker and
-/// manifest; returns its database.
-fn upgraded_to_3(path: &std::path::Path) -> rocksdb::DB {
+/// Checks that the closed store at `path` says format 4 in its marker and
+/// manifest, without sketches (the upgrades run one after the other);
+/// returns its database.
+fn upgraded(path: &std::path::Path) -> rocksdb::DB {
     use simstore::format::manifest::Manifest;
     assert_eq!(
         std::fs::read_to_string(path.join("SIMSTORE")).unwrap(),
-        "simstore store\nformat 3\n"
+        "simstore store\nformat 4\n"
     );
     let db = raw_db(path);
     let manifest = Manifest::decode(&db.get(b"manifest").unwrap().unwrap()).unwrap();
-    assert_eq!(manifest.version, 3);
+    assert_eq!(manifest.version, 4);
+    assert!(!manifest.sketches);
+    assert!(db.cf_handle("sketches").is_none());
     db
 }
 
@@ -314,7 +317,7 @@ fn format_2_stores_of_the_last_release_are_upgraded_when_opened() {
     );
     drop(store);
     {
-        let db = upgraded_to_3(&path);
+        let db = upgraded(&path);
         let ids = db.cf_handle("ids").unwrap();
         // The 120 pending fingerprints' pairs, plus the pairs written since
         // the fixture's last merge: ids added to fingerprints in the
@@ -334,10 +337,11 @@ fn format_2_stores_of_the_last_release_are_upgraded_when_opened() {
 
 /// A store written by the last release of format 3 (`tests/fixtures/`,
 /// made by `make-format-3.sh` from the same operations as the format-2
-/// fixture) answers every query as that release did, ids included,
-/// verifies clean, and answers the same after a reopen and a compaction.
+/// fixture) is upgraded when opened: it answers every query as that
+/// release did, ids included, verifies clean, says format 4 without
+/// sketches, and answers the same after a reopen and a compaction.
 #[test]
-fn format_3_stores_of_the_last_release_open_and_answer() {
+fn format_3_stores_of_the_last_release_are_upgraded_when_opened() {
     use simstore::{Options, Store};
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("s");
@@ -352,10 +356,33 @@ fn format_3_stores_of_the_last_release_open_and_answer() {
         (stats.fingerprints, stats.ids, stats.pending),
         (2658, 2766, 120)
     );
+    assert!(!stats.sketches && !store.keeps_sketches());
     drop(store);
+    drop(upgraded(&path));
     let store = Store::open(&path, &Options::new().warm(false)).unwrap();
     assert_eq!(answer_lines(&store, &queries), want);
     store.compact().unwrap();
     assert_eq!(answer_lines(&store, &queries), want);
     assert!(store.verify().unwrap().ok());
+}
+
+/// The sketch record of the document's example: the sketch of the test
+/// sentence under default options, stored for the pair (its fingerprint,
+/// 42).
+#[test]
+fn example_sketch_record_matches_the_document() {
+    use simstore::format::sketches::{decode_sketch, encode_sketch};
+    use simstore::simhash::Fingerprinter;
+    let sketch = Fingerprinter::new()
+        .sketch("The quick brown fox jumps over the lazy dog.")
+        .unwrap();
+    let fp = sketch.fingerprint();
+    let bytes = encode_sketch(fp, 42, &sketch);
+    let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+    assert_eq!(
+        bytes.to_vec(),
+        golden("<!-- golden-sketch-record -->"),
+        "encoder output: {hex} (fingerprint {fp:016x})"
+    );
+    assert_eq!(decode_sketch(fp, 42, &bytes), Ok(sketch));
 }

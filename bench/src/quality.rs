@@ -16,44 +16,20 @@ use simstore::simhash::{feature_hash, Fingerprinter, DEFAULT_SHINGLE};
 use simstore_cli::docs::{files, Source};
 use simstore_cli::Failure;
 
-/// Slots of the b-bit MinHash sketches of the re-check.
-const SKETCH_SLOTS: usize = 64;
+use simstore::simhash::Sketch;
 
-/// A b-bit MinHash sketch (b = 8) of a set of feature hashes: for each of
-/// [`SKETCH_SLOTS`] hash functions, the low byte of the set's smallest
-/// hash under it (Li and König, "b-Bit Minwise Hashing", WWW 2010).
-fn sketch(set: &HashSet<u64>) -> [u8; SKETCH_SLOTS] {
-    let mut mins = [u64::MAX; SKETCH_SLOTS];
-    for &h in set {
-        for (s, min) in mins.iter_mut().enumerate() {
-            let mut z = h ^ (s as u64 + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15);
-            z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-            z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-            *min = (*min).min(z ^ (z >> 31));
-        }
-    }
-    mins.map(|m| m as u8)
-}
-
-/// The Jaccard similarity two sketches estimate: the share of slots whose
-/// bytes agree, less the share two unrelated sets agree by chance (1/256).
-fn estimate(a: &[u8; SKETCH_SLOTS], b: &[u8; SKETCH_SLOTS]) -> f64 {
-    let agree = a.iter().zip(b).filter(|(x, y)| x == y).count() as f64 / SKETCH_SLOTS as f64;
-    let chance = 1.0 / 256.0;
-    ((agree - chance) / (1.0 - chance)).max(0.0)
-}
-
-/// How a candidate within distance k is re-checked before a document is
-/// flagged as its near-duplicate.
+/// How a document is matched to an earlier one.
 #[derive(Clone, Copy)]
 enum Recheck {
-    /// No re-check: the nearest candidate.
+    /// `simstore dedup`: the nearest candidate by simhash distance.
     None,
-    /// The exact Jaccard similarity at least the threshold (the ceiling a
-    /// sketch can reach).
+    /// The nearest candidate whose exact Jaccard similarity reaches the
+    /// threshold (the ceiling any re-check of simhash candidates reaches).
     Exact,
-    /// The b-bit MinHash estimate at least the threshold.
-    Sketch,
+    /// `simstore dedup --similarity`: sketch fingerprints, candidates whose
+    /// sketch estimate reaches [`Sketch::bar`], the most similar taken,
+    /// every document kept.
+    Similarity,
 }
 
 /// Options of one quality run.
@@ -132,9 +108,17 @@ fn ratio(part: usize, whole: usize) -> f64 {
 
 /// `simstore dedup`'s decisions in input order at distance `k`, a
 /// candidate counting only when `accept(document, candidate)`: for each
-/// document, the nearest (then earliest) accepted earlier document kept as
-/// new within `k`, or `None` (the document is new and kept).
-fn decisions(fps: &[u64], k: u32, accept: impl Fn(usize, usize) -> bool) -> Vec<Option<usize>> {
+/// document, the accepted earlier kept document with the smallest
+/// `rank(document, candidate, distance)` (then the earliest), or `None`.
+/// A flagged document is kept too when `keep_all` (as `dedup
+/// --similarity` does), else only new ones are.
+fn decisions(
+    fps: &[u64],
+    k: u32,
+    keep_all: bool,
+    accept: impl Fn(usize, usize) -> bool,
+    rank: impl Fn(usize, usize, u32) -> i64,
+) -> Vec<Option<usize>> {
     let mut kept: Vec<usize> = Vec::new();
     fps.iter()
         .enumerate()
@@ -143,8 +127,9 @@ fn decisions(fps: &[u64], k: u32, accept: impl Fn(usize, usize) -> bool) -> Vec<
                 .iter()
                 .map(|&j| ((fps[j] ^ fp).count_ones(), j))
                 .filter(|&(d, j)| d <= k && accept(i, j))
+                .map(|(d, j)| (rank(i, j, d), j))
                 .min();
-            if nearest.is_none() {
+            if nearest.is_none() || keep_all {
                 kept.push(i);
             }
             nearest.map(|(_, j)| j)
@@ -216,7 +201,10 @@ impl Quality {
             .fold(f64::INFINITY, f64::min);
         let truth = Truth::new(&sets, least);
         let started = Instant::now();
-        let sketches: Vec<[u8; SKETCH_SLOTS]> = sets.iter().map(sketch).collect();
+        let sketches: Vec<Sketch> = sets
+            .iter()
+            .map(|set| Sketch::of_hashes(set.iter().copied()).expect("not empty"))
+            .collect();
         let sketch_rate = sets.len() as f64 / started.elapsed().as_secs_f64().max(1e-9);
         let bytes: usize = texts.iter().map(|t| t.len()).sum();
         writeln!(
@@ -245,20 +233,14 @@ impl Quality {
             )?;
             self.pairs(&truth, &fps, w, out)?;
             if w == DEFAULT_SHINGLE {
-                let exact = |i: usize, j: usize, t: f64| truth.near(i, j, t);
-                let sketched =
-                    |i: usize, j: usize, t: f64| estimate(&sketches[i], &sketches[j]) >= t;
-                for recheck in [Recheck::None, Recheck::Exact, Recheck::Sketch] {
-                    let accept = |i: usize, j: usize, t: f64| match recheck {
-                        Recheck::None => true,
-                        Recheck::Exact => exact(i, j, t),
-                        Recheck::Sketch => sketched(i, j, t),
-                    };
-                    self.decisions(&truth, &fps, recheck, &accept, out)?;
+                for recheck in [Recheck::None, Recheck::Exact] {
+                    self.decisions(&truth, &fps, &sketches, recheck, out)?;
                 }
+                let minhash: Vec<u64> = sketches.iter().map(Sketch::fingerprint).collect();
+                self.decisions(&truth, &minhash, &sketches, Recheck::Similarity, out)?;
                 writeln!(
                     out,
-                    "sketches: {SKETCH_SLOTS} slots of one byte (b-bit MinHash of the truth's shingles), {sketch_rate:.0} documents/s\n"
+                    "sketches (of the truth's shingle sets): {sketch_rate:.0} documents/s\n"
                 )?;
             }
         }
@@ -316,14 +298,14 @@ impl Quality {
         &self,
         truth: &Truth,
         fps: &[u64],
+        sketches: &[Sketch],
         recheck: Recheck,
-        accept: &impl Fn(usize, usize, f64) -> bool,
         out: &mut impl Write,
     ) -> Result<(), Failure> {
         let name = match recheck {
             Recheck::None => "dedup decisions",
             Recheck::Exact => "with an exact re-check",
-            Recheck::Sketch => "with a sketch re-check",
+            Recheck::Similarity => "dedup --similarity (threshold = truth's)",
         };
         writeln!(
             out,
@@ -337,7 +319,24 @@ impl Quality {
             .collect();
         for k in 1..=self.max_k {
             for (&t, relevant) in self.thresholds.iter().zip(&relevant) {
-                let decided = decisions(fps, k, |i, j| accept(i, j, t));
+                let bar = Sketch::bar(t);
+                let decided = match recheck {
+                    Recheck::None => decisions(fps, k, false, |_, _| true, |_, _, d| d.into()),
+                    Recheck::Exact => decisions(
+                        fps,
+                        k,
+                        false,
+                        |i, j| truth.near(i, j, t),
+                        |_, _, d| d.into(),
+                    ),
+                    Recheck::Similarity => decisions(
+                        fps,
+                        k,
+                        true,
+                        |i, j| sketches[i].similarity(&sketches[j]) >= bar,
+                        |i, j, _| -((sketches[i].similarity(&sketches[j]) * 1e9) as i64),
+                    ),
+                };
                 let flagged: Vec<(usize, usize)> = decided
                     .iter()
                     .enumerate()
@@ -348,9 +347,15 @@ impl Quality {
                     .filter(|&&(i, j)| truth.near(i, j, t))
                     .count();
                 let caught = flagged.iter().filter(|(i, _)| relevant.contains(i)).count();
+                let chosen = match recheck {
+                    Recheck::Similarity if k == Sketch::distance_for(t, self.max_k.min(8)) => {
+                        " (the distance --similarity chooses)"
+                    }
+                    _ => "",
+                };
                 writeln!(
                     out,
-                    "| {k} | {t} | {} | {right} | {} | {:.3} | {:.3} |",
+                    "| {k}{chosen} | {t} | {} | {right} | {} | {:.3} | {:.3} |",
                     flagged.len(),
                     relevant.len(),
                     ratio(right, flagged.len()),
@@ -373,33 +378,23 @@ mod tests {
     fn decisions_follow_dedup() {
         let fps = [0b0000, 0b0001, 0b0011, 0b1111_0000, 0b0111, 0b1111_0001];
         assert_eq!(
-            decisions(&fps, 1, |_, _| true),
+            decisions(&fps, 1, false, |_, _| true, |_, _, d| d.into()),
             vec![None, Some(0), None, None, Some(2), Some(3)]
         );
         // Equally near: the earliest.
-        assert_eq!(decisions(&[0b01, 0b10, 0b00], 1, |_, _| true)[2], Some(0));
-    }
-
-    /// The sketch estimate is near the true Jaccard similarity (64 slots:
-    /// a standard error of about 0.06 at 0.5).
-    #[test]
-    fn sketches_estimate_jaccard() {
-        for (shared, own) in [
-            (1000u64, 0u64),
-            (800, 100),
-            (500, 250),
-            (100, 450),
-            (0, 500),
-        ] {
-            let a: HashSet<u64> = (0..shared + own).collect();
-            let b: HashSet<u64> = (0..shared).chain(10_000..10_000 + own).collect();
-            let want = jaccard(&a, &b);
-            let got = estimate(&sketch(&a), &sketch(&b));
-            assert!((got - want).abs() < 0.2, "{shared} {own}: {got} for {want}");
-        }
-        // Disjoint sets agree only by chance; equal ones everywhere.
-        let a: HashSet<u64> = (0..300).collect();
-        assert_eq!(estimate(&sketch(&a), &sketch(&a)), 1.0);
+        assert_eq!(
+            decisions(
+                &[0b01, 0b10, 0b00],
+                1,
+                false,
+                |_, _| true,
+                |_, _, d| d.into()
+            )[2],
+            Some(0)
+        );
+        // Every document kept: 4 (0b0111) may match 2 (0b0011, flagged).
+        let all = decisions(&fps, 1, true, |_, _| true, |_, _, d| d.into());
+        assert_eq!(all, vec![None, Some(0), Some(1), None, Some(2), Some(3)]);
     }
 
     #[test]

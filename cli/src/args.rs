@@ -63,6 +63,10 @@ pub enum Command {
         /// Exact number of tables, overriding the planner.
         #[arg(long)]
         tables: Option<u32>,
+        /// Keep a similarity sketch per (fingerprint, id) pair, as `dedup
+        /// --similarity` needs (68 bytes per pair before compression).
+        #[arg(long)]
+        sketches: bool,
         /// Block size in bytes (testing only).
         #[arg(long, hide = true)]
         block_size: Option<usize>,
@@ -141,6 +145,11 @@ pub enum Command {
     Hash {
         /// Files or directories (walked recursively in sorted order).
         files: Vec<PathBuf>,
+        /// Print `FP<TAB>SKETCH<TAB>name` instead: the document's
+        /// similarity sketch (128 hex digits) and the fingerprint it gives,
+        /// as `dedup --similarity` computes them.
+        #[arg(long)]
+        sketch: bool,
         #[command(flatten)]
         doc: DocArgs,
     },
@@ -152,9 +161,20 @@ pub enum Command {
         dir: PathBuf,
         /// Files or directories (walked recursively in sorted order).
         inputs: Vec<PathBuf>,
-        /// Distance at which a document is a near-duplicate (default: the store's maximum).
+        /// Distance at which a document is a near-duplicate (default: the
+        /// store's maximum; with --similarity, the distance that threshold
+        /// needs, at most the store's maximum).
         #[arg(long)]
         max_distance: Option<u32>,
+        /// Re-check candidates with similarity sketches: a document is a
+        /// near-duplicate of an earlier one only when their estimated
+        /// Jaccard similarity of word shingles is at least this (0 to 1;
+        /// e.g. 0.8). Fingerprints are then one-bit MinHash values, and
+        /// the store is created with sketches and the distance the
+        /// threshold needs (8 for 0.8, 6 for 0.9, 3 for 0.95); every
+        /// document is stored.
+        #[arg(long, value_parser = jaccard)]
+        similarity: Option<f64>,
         #[command(flatten)]
         doc: DocArgs,
     },
@@ -211,5 +231,13 @@ impl DocArgs {
             .shingle(self.shingle)
             .char_shingle(self.char_shingle)
             .stop_words(self.stop_words)
+    }
+}
+
+/// A Jaccard similarity: a number from 0 to 1.
+fn jaccard(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(j) if (0.0..=1.0).contains(&j) => Ok(j),
+        _ => Err(format!("{s:?} is not a similarity from 0 to 1")),
     }
 }

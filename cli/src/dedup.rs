@@ -17,7 +17,7 @@ use std::io::{BufRead, BufReader, IsTerminal, Seek, Write};
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use simstore::simhash::Fingerprinter;
+use simstore::simhash::{Fingerprinter, Sketch};
 use simstore::{Op, Options, Store};
 
 use super::docs::{files, map_parallel, Document, Source};
@@ -26,6 +26,8 @@ use super::stream::Failure;
 
 /// Documents fingerprinted in parallel and committed together.
 const CHUNK: usize = 256;
+/// The largest distance a store supports, the most `--similarity` asks for.
+const MAX_DISTANCE: u32 = 8;
 /// Name of the decision log inside the store directory.
 pub const LOG_NAME: &str = "dedup.log";
 
@@ -98,12 +100,23 @@ fn parse_log_line(line: &[u8]) -> Option<(u64, String, String)> {
 pub struct Dedup<'a> {
     /// Store directory (created with default options when absent or empty).
     pub dir: &'a Path,
-    /// Query distance (default: the store's maximum).
+    /// Query distance (default: the store's maximum, or with `similarity`
+    /// the distance it needs).
     pub k: Option<u32>,
+    /// Re-check candidates with sketches at this Jaccard similarity.
+    pub similarity: Option<f64>,
     /// How to read documents.
     pub source: &'a Source,
     /// How to fingerprint them.
     pub fingerprinter: &'a Fingerprinter,
+}
+
+/// An earlier document a document may be a near-duplicate of.
+struct Candidate {
+    id: u64,
+    fingerprint: u64,
+    distance: u32,
+    similarity: Option<f64>,
 }
 
 struct Counts {
@@ -115,8 +128,13 @@ struct Counts {
 impl Dedup<'_> {
     /// Processes every input; returns how many were skipped with warnings.
     pub fn run(&self, inputs: &[PathBuf], out: &mut impl Write) -> Result<usize, Failure> {
-        let store = Store::open_or_create(self.dir, &Options::new().trim_allocator(true))?;
-        let k = self.k.unwrap_or(store.max_distance());
+        let store = self.open_store()?;
+        let k = match self.similarity {
+            Some(j) => self
+                .k
+                .unwrap_or_else(|| Sketch::distance_for(j, store.max_distance())),
+            None => self.k.unwrap_or(store.max_distance()),
+        };
         if k > store.max_distance() {
             return Err(simstore::Error::DistanceTooLarge {
                 asked: k,
@@ -188,6 +206,33 @@ impl Dedup<'_> {
         Ok(counts.skipped)
     }
 
+    /// Opens the store, or creates it when `dir` is absent or empty: with
+    /// `similarity`, with sketches and the distance the threshold needs.
+    /// A store with sketches is for `--similarity` only, and the other way
+    /// round (its fingerprints are of another kind).
+    fn open_store(&self) -> Result<Store, Failure> {
+        let base = Options::new().trim_allocator(true);
+        let Some(j) = self.similarity else {
+            return Ok(Store::open_or_create(self.dir, &base.sketches(false))?);
+        };
+        if !(0.0..=1.0).contains(&j) {
+            return Err(simstore::Error::InvalidArgument(format!(
+                "similarity {j} is not between 0 and 1"
+            ))
+            .into());
+        }
+        let empty = std::fs::read_dir(self.dir).map_or(true, |mut e| e.next().is_none());
+        let options = base.sketches(true);
+        if empty {
+            let k = self
+                .k
+                .unwrap_or_else(|| Sketch::distance_for(j, MAX_DISTANCE));
+            Ok(Store::create(self.dir, &options.max_distance(k))?)
+        } else {
+            Ok(Store::open(self.dir, &options)?)
+        }
+    }
+
     /// Decides a chunk in order: fingerprints in parallel, then queries,
     /// one commit of the new documents, one log append, then output.
     fn process(
@@ -203,11 +248,12 @@ impl Dedup<'_> {
         let fps = self.fingerprint_all(&docs);
         let mut entries: Vec<(String, String)> = Vec::new();
         let mut inserts = Vec::new();
-        // New documents of this chunk, not yet in the store: (seq, fp).
-        let mut fresh: Vec<(u64, u64)> = Vec::new();
+        // Documents of this chunk that will be stored, not yet in the
+        // store: (seq, fp, sketch).
+        let mut fresh: Vec<(u64, u64, Option<Sketch>)> = Vec::new();
         let mut printed: Vec<String> = Vec::new();
         for (doc, fp) in docs.into_iter().zip(fps) {
-            let fp = match fp {
+            let (fp, sketch) = match fp {
                 Ok(fp) => fp,
                 Err(e) => {
                     eprintln!("simstore: warning: {e}");
@@ -226,45 +272,53 @@ impl Dedup<'_> {
                 continue;
             }
             let seq = (log.names.len() + entries.len()) as u64;
-            // Nearest, then earliest: the smallest (distance, seq) among
-            // stored and fresh documents before this one.
-            let mut best: Option<(u32, u64, u64)> = None;
-            for m in store.query(fp, k)? {
-                if let Some(&id) = m.ids.iter().find(|&&id| id < seq) {
-                    best = Some(best.map_or((m.distance, id, m.fingerprint), |b| {
-                        b.min((m.distance, id, m.fingerprint))
-                    }));
+            let best = match (self.similarity, &sketch) {
+                (Some(j), Some(sketch)) => {
+                    Self::most_similar(store, k, j, seq, fp, sketch, &fresh)?
                 }
-            }
-            for &(s, f) in &fresh {
-                let d = (f ^ fp).count_ones();
-                if d <= k {
-                    best = Some(best.map_or((d, s, f), |b| b.min((d, s, f))));
-                }
-            }
-            let duplicate_of = match best {
-                Some((d, id, f)) => {
+                _ => Self::nearest(store, k, seq, fp, &fresh)?,
+            };
+            let duplicate_of = match &best {
+                Some(c) => {
                     counts.duplicates += 1;
                     let name = log
                         .names
-                        .get(id as usize)
-                        .or_else(|| entries.get(id as usize - log.names.len()).map(|(n, _)| n))
+                        .get(c.id as usize)
+                        .or_else(|| entries.get(c.id as usize - log.names.len()).map(|(n, _)| n))
                         .cloned()
-                        .unwrap_or_else(|| id.to_string());
+                        .unwrap_or_else(|| c.id.to_string());
+                    let similarity = c
+                        .similarity
+                        .map_or(String::new(), |s| format!(",\"similarity\":{s:.3}"));
                     format!(
-                        "{{\"id\":{},\"fingerprint\":\"{f:016x}\",\"distance\":{d}}}",
-                        json::string(&name)
+                        "{{\"id\":{},\"fingerprint\":\"{:016x}\",\"distance\":{}{similarity}}}",
+                        json::string(&name),
+                        c.fingerprint,
+                        c.distance
                     )
                 }
-                None => {
-                    fresh.push((seq, fp));
+                None => "null".to_string(),
+            };
+            // Plain dedup stores new documents only; with sketches every
+            // document is stored, so a later one may match it.
+            match sketch {
+                Some(sketch) => {
+                    fresh.push((seq, fp, Some(sketch)));
+                    inserts.push(Op::InsertSketched {
+                        fingerprint: fp,
+                        id: seq,
+                        sketch,
+                    });
+                }
+                None if best.is_none() => {
+                    fresh.push((seq, fp, None));
                     inserts.push(Op::Insert {
                         fingerprint: fp,
                         id: Some(seq),
                     });
-                    "null".to_string()
                 }
-            };
+                None => {}
+            }
             let line = format!(
                 "{{\"id\":{},\"fingerprint\":\"{fp:016x}\",\"duplicate_of\":{duplicate_of}}}",
                 json::string(&doc.name)
@@ -280,14 +334,95 @@ impl Dedup<'_> {
         Ok(())
     }
 
-    /// Fingerprints documents on all cores, results in input order.
-    fn fingerprint_all(&self, docs: &[Document]) -> Vec<Result<u64, String>> {
+    /// Nearest, then earliest: the smallest (distance, seq) among stored
+    /// and fresh documents before `seq` within `k`.
+    fn nearest(
+        store: &Store,
+        k: u32,
+        seq: u64,
+        fp: u64,
+        fresh: &[(u64, u64, Option<Sketch>)],
+    ) -> Result<Option<Candidate>, Failure> {
+        let mut best: Option<(u32, u64, u64)> = None;
+        for m in store.query(fp, k)? {
+            if let Some(&id) = m.ids.iter().find(|&&id| id < seq) {
+                let c = (m.distance, id, m.fingerprint);
+                best = Some(best.map_or(c, |b| b.min(c)));
+            }
+        }
+        for &(s, f, _) in fresh {
+            let d = (f ^ fp).count_ones();
+            if d <= k {
+                best = Some(best.map_or((d, s, f), |b| b.min((d, s, f))));
+            }
+        }
+        Ok(best.map(|(distance, id, fingerprint)| Candidate {
+            id,
+            fingerprint,
+            distance,
+            similarity: None,
+        }))
+    }
+
+    /// Most similar, then nearest, then earliest, among the stored and
+    /// fresh documents before `seq` within `k` whose sketches pass the
+    /// re-check at `j` (see [`Store::query_similar`]).
+    fn most_similar(
+        store: &Store,
+        k: u32,
+        j: f64,
+        seq: u64,
+        fp: u64,
+        sketch: &Sketch,
+        fresh: &[(u64, u64, Option<Sketch>)],
+    ) -> Result<Option<Candidate>, Failure> {
+        let mut found: Vec<Candidate> = store
+            .query_similar(fp, k, sketch, j)?
+            .into_iter()
+            .filter(|s| s.id < seq)
+            .map(|s| Candidate {
+                id: s.id,
+                fingerprint: s.fingerprint,
+                distance: s.distance,
+                similarity: Some(s.similarity),
+            })
+            .collect();
+        let bar = Sketch::bar(j);
+        for (s, f, other) in fresh {
+            let distance = (f ^ fp).count_ones();
+            let Some(other) = other else { continue };
+            let similarity = sketch.similarity(other);
+            if distance <= k && similarity >= bar {
+                found.push(Candidate {
+                    id: *s,
+                    fingerprint: *f,
+                    distance,
+                    similarity: Some(similarity),
+                });
+            }
+        }
+        Ok(found.into_iter().min_by(|a, b| {
+            let (sa, sb) = (a.similarity.unwrap_or(0.0), b.similarity.unwrap_or(0.0));
+            sb.total_cmp(&sa)
+                .then(a.distance.cmp(&b.distance))
+                .then(a.id.cmp(&b.id))
+        }))
+    }
+
+    /// Fingerprints documents on all cores, results in input order: with
+    /// `similarity`, each document's sketch and the fingerprint it gives
+    /// ([`Sketch::fingerprint`]); else its simhash.
+    fn fingerprint_all(&self, docs: &[Document]) -> Vec<Result<(u64, Option<Sketch>), String>> {
         map_parallel(docs, |d| {
             let text = d.text()?;
-            self.fingerprinter
-                .fingerprint(&text)
-                .map(|s| s.fingerprint)
-                .ok_or_else(|| format!("{}: empty document (no words)", d.name))
+            let empty = || format!("{}: empty document (no words)", d.name);
+            if self.similarity.is_some() {
+                let sketch = self.fingerprinter.sketch(&text).ok_or_else(empty)?;
+                Ok((sketch.fingerprint(), Some(sketch)))
+            } else {
+                let s = self.fingerprinter.fingerprint(&text).ok_or_else(empty)?;
+                Ok((s.fingerprint, None))
+            }
         })
     }
 }

@@ -1,4 +1,5 @@
-//! `simstore hash`: prints `FP<TAB>name` for every document.
+//! `simstore hash`: prints `FP<TAB>name` for every document (with
+//! `--sketch`, `FP<TAB>SKETCH<TAB>name`).
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -17,6 +18,7 @@ pub fn run(
     inputs: &[PathBuf],
     source: &Source,
     fp: &Fingerprinter,
+    sketch: bool,
     out: &mut impl Write,
 ) -> Result<usize, Failure> {
     let mut skipped = 0usize;
@@ -25,13 +27,21 @@ pub fn run(
     let mut emit = |chunk: &mut Vec<Document>, skipped: &mut usize| {
         let results = map_parallel(chunk, |doc| {
             let text = doc.text()?;
-            fp.fingerprint(&text)
-                .ok_or_else(|| format!("{}: empty document (no words)", doc.name))
+            let line = if sketch {
+                fp.sketch(&text).map(|s| {
+                    let hex: String = s.to_bytes().iter().map(|b| format!("{b:02x}")).collect();
+                    format!("{:016x}\t{hex}", s.fingerprint())
+                })
+            } else {
+                fp.fingerprint(&text)
+                    .map(|s| format!("{:016x}", s.fingerprint))
+            };
+            line.ok_or_else(|| format!("{}: empty document (no words)", doc.name))
         });
         for (doc, result) in chunk.drain(..).zip(results) {
             match result {
-                Ok(s) => {
-                    if let Err(e) = writeln!(out, "{:016x}\t{}", s.fingerprint, doc.name) {
+                Ok(line) => {
+                    if let Err(e) = writeln!(out, "{line}\t{}", doc.name) {
                         io_error.get_or_insert(e);
                     }
                 }

@@ -90,7 +90,7 @@ pub fn stats(s: &Stats) -> String {
             "{{\"fingerprints\":{},\"ids\":{},\"tables\":{},\"max_distance\":{},\"blocks\":{},",
             "\"pending\":{},\"tombstones\":{},\"bytes_on_disk\":{},\"table_bytes\":{},",
             "\"prefix_bits\":{},\"plan_blocks\":{},\"expected_size\":{},\"compaction_error\":{},",
-            "\"tables_in_memory\":{},\"id_bytes\":{}}}"
+            "\"tables_in_memory\":{},\"id_bytes\":{},\"sketches\":{}}}"
         ),
         s.fingerprints,
         s.ids,
@@ -109,17 +109,19 @@ pub fn stats(s: &Stats) -> String {
             .map_or("null".to_string(), string),
         s.tables_in_memory,
         s.id_bytes,
+        s.sketches,
     )
 }
 
 /// The `verify` report.
 pub fn verify(r: &VerifyReport) -> String {
     format!(
-        "{{\"ok\":{},\"tables\":{},\"blocks\":{},\"fingerprints\":{},\"problems\":{}}}",
+        "{{\"ok\":{},\"tables\":{},\"blocks\":{},\"fingerprints\":{},\"sketches\":{},\"problems\":{}}}",
         r.ok(),
         r.tables,
         r.blocks,
         r.fingerprints,
+        r.sketches,
         list(&r.problems, |p| string(p))
     )
 }

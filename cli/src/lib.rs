@@ -83,11 +83,15 @@ fn dispatch(command: Command) -> Result<(), Failure> {
             max_distance,
             expected_size,
             tables,
+            sketches,
             block_size,
         } => {
             let mut options = Options::new()
                 .max_distance(u32::from(max_distance))
                 .expected_size(expected_size);
+            if sketches {
+                options = options.sketches(true);
+            }
             if let Some(t) = tables {
                 options = options.tables(t);
             }
@@ -128,11 +132,12 @@ fn dispatch(command: Command) -> Result<(), Failure> {
         Command::Stats { dir, open } => commands::stats(&dir, &open),
         Command::Verify { dir, open } => commands::verify(&dir, &open),
         Command::Demo { size, queries } => demo::run(size, queries, &mut io::stdout().lock()),
-        Command::Hash { files, doc } => {
+        Command::Hash { files, sketch, doc } => {
             let skipped = hash::run(
                 &files,
                 &doc.source(),
                 &doc.fingerprinter(),
+                sketch,
                 &mut io::stdout().lock(),
             )?;
             match skipped {
@@ -144,12 +149,14 @@ fn dispatch(command: Command) -> Result<(), Failure> {
             dir,
             inputs,
             max_distance,
+            similarity,
             doc,
         } => {
             let (source, fingerprinter) = (doc.source(), doc.fingerprinter());
             let run = dedup::Dedup {
                 dir: &dir,
                 k: max_distance,
+                similarity,
                 source: &source,
                 fingerprinter: &fingerprinter,
             };

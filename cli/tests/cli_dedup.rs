@@ -222,3 +222,133 @@ fn progress_line_only_on_a_terminal() {
         "{stderr}"
     );
 }
+
+/// `dedup --similarity`'s decisions replayed from `hash --sketch`: for each
+/// document, among every earlier one (duplicates are stored too) within
+/// the distance and with a sketch estimate at least `Sketch::bar`, the
+/// most similar, then nearest, then earliest.
+fn brute_force_similar(hashes: &str, k: u32, j: f64) -> Vec<String> {
+    use simstore::simhash::Sketch;
+    let docs: Vec<(u64, Sketch, &str)> = hashes
+        .lines()
+        .map(|l| {
+            let mut f = l.splitn(3, '\t');
+            let fp = u64::from_str_radix(f.next().unwrap(), 16).unwrap();
+            let hex = f.next().unwrap();
+            let bytes: Vec<u8> = (0..64)
+                .map(|i| u8::from_str_radix(&hex[2 * i..2 * i + 2], 16).unwrap())
+                .collect();
+            let sketch = Sketch::from_bytes(bytes.try_into().unwrap());
+            assert_eq!(sketch.fingerprint(), fp);
+            (fp, sketch, f.next().unwrap())
+        })
+        .collect();
+    let mut lines = Vec::new();
+    for (i, &(fp, sketch, name)) in docs.iter().enumerate() {
+        let best = docs[..i]
+            .iter()
+            .enumerate()
+            .map(|(e, &(f, s, n))| ((f ^ fp).count_ones(), sketch.similarity(&s), e, f, n))
+            .filter(|&(d, s, ..)| d <= k && s >= Sketch::bar(j))
+            .min_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)).then(a.2.cmp(&b.2)));
+        let dup = match best {
+            Some((d, s, _, f, n)) => format!(
+                "{{\"id\":\"{n}\",\"fingerprint\":\"{f:016x}\",\"distance\":{d},\"similarity\":{s:.3}}}"
+            ),
+            None => "null".into(),
+        };
+        lines.push(format!(
+            "{{\"id\":\"{name}\",\"fingerprint\":\"{fp:016x}\",\"duplicate_of\":{dup}}}"
+        ));
+    }
+    lines
+}
+
+#[test]
+fn similarity_decisions_match_brute_force_over_sketches() {
+    let tmp = tempfile::tempdir().unwrap();
+    let docs = tmp.path().join("docs");
+    corpus(&docs);
+    let d = docs.to_str().unwrap();
+    let hashes = simstore(&["hash", "--sketch", d]);
+    // 0.8 needs distance 10; a new store's maximum is 8.
+    let expect = brute_force_similar(&hashes, 8, 0.8);
+    let flagged: Vec<&String> = expect.iter().filter(|l| !l.ends_with("null}")).collect();
+    assert!(flagged.len() >= 8, "{expect:#?}");
+    // GPL-3, its edited copy and its exact copy: the copy matches GPL-3
+    // itself (similarity 1) rather than the edited one.
+    assert!(
+        expect
+            .iter()
+            .any(|l| l.contains("zz-copy-of-GPL-3.txt\",\"fingerprint")
+                && l.contains("GPL-3.txt\",\"fingerprint")
+                && l.contains("\"similarity\":1.000")),
+        "{expect:#?}"
+    );
+
+    let store = tmp.path().join("store");
+    let s = store.to_str().unwrap();
+    let first = simstore(&["dedup", s, "--similarity", "0.8", d]);
+    assert_eq!(first.lines().collect::<Vec<_>>(), expect);
+    let stats = simstore(&["stats", s]);
+    assert!(stats.contains("\"max_distance\":8") && stats.contains("\"sketches\":true"));
+    // Every document is stored, each with its sketch.
+    assert!(
+        stats.contains(&format!("\"ids\":{}", expect.len())),
+        "{stats}"
+    );
+    assert!(simstore(&["verify", s]).contains(&format!("\"sketches\":{}", expect.len())));
+    assert_eq!(simstore(&["dedup", s, "--similarity", "0.8", d]), first);
+
+    // A stricter threshold on a new store: fewer flagged, never more.
+    let strict = tmp.path().join("strict");
+    let strict_out = simstore(&["dedup", strict.to_str().unwrap(), "--similarity", "0.95", d]);
+    assert_eq!(
+        strict_out.lines().collect::<Vec<_>>(),
+        brute_force_similar(&simstore(&["hash", "--sketch", d]), 3, 0.95)
+    );
+    assert!(strict_out.matches("\"similarity\"").count() <= flagged.len());
+}
+
+#[test]
+fn similarity_and_plain_stores_do_not_mix() {
+    let tmp = tempfile::tempdir().unwrap();
+    let docs = tmp.path().join("docs");
+    corpus(&docs);
+    let d = docs.to_str().unwrap();
+    let bin = env!("CARGO_BIN_EXE_simstore");
+    let code = |args: &[&str]| common::run_bin(bin, args, "").status.code();
+    let (plain, sketched) = (tmp.path().join("plain"), tmp.path().join("sketched"));
+    let (p, s) = (plain.to_str().unwrap(), sketched.to_str().unwrap());
+    simstore(&["dedup", p, d]);
+    simstore(&["dedup", s, "--similarity", "0.9", d]);
+    let stats = simstore(&["stats", s]);
+    assert!(stats.contains("\"max_distance\":6"), "{stats}");
+    // Store errors (exit 4), and nothing changes (but RocksDB's files).
+    let contents = |dir: &str| {
+        let stats = simstore(&["stats", dir]);
+        let (head, tail) = stats.split_once("\"bytes_on_disk\"").unwrap();
+        (
+            head.to_string(),
+            tail.split_once(',').unwrap().1.to_string(),
+        )
+    };
+    let before = (contents(p), contents(s));
+    assert_eq!(code(&["dedup", p, "--similarity", "0.9", d]), Some(4));
+    assert_eq!(code(&["dedup", s, d]), Some(4));
+    assert_eq!((contents(p), contents(s)), before);
+    // Not a similarity: a usage error, no store created.
+    let fresh = tmp.path().join("fresh");
+    for bad in ["1.5", "-0.1", "x"] {
+        assert_eq!(
+            code(&["dedup", fresh.to_str().unwrap(), "--similarity", bad, d]),
+            Some(2)
+        );
+    }
+    assert!(!fresh.exists());
+    // --max-distance beyond the store's maximum.
+    assert_eq!(
+        code(&["dedup", s, "--similarity", "0.9", "--max-distance", "7", d]),
+        Some(6)
+    );
+}

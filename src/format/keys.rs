@@ -100,6 +100,10 @@ pub fn parse_id_mark(value: &[u8]) -> Option<bool> {
 }
 /// Column family of fingerprints not yet merged into the tables.
 pub const PENDING_FAMILY: &str = "pending";
+
+/// Column family of the similarity sketches of `(fingerprint, id)` pairs,
+/// keyed like [`IDS_FAMILY`] (format 4, stores created with sketches only).
+pub const SKETCHES_FAMILY: &str = "sketches";
 /// Column family of fingerprints deleted from the tables but not yet
 /// removed from their blocks.
 pub const TOMBSTONES_FAMILY: &str = "tombstones";

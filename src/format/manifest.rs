@@ -3,8 +3,12 @@
 //! ```text
 //! | magic "SIMSTORE" 8 | version u16 BE | max_distance u8 | blocks u8 | tables u8 |
 //! | block_size u16 BE | expected_size u64 BE |
-//! | per table: prefix_bits u8 | source [u8; 64] | ... | crc32 u32 BE |
+//! | per table: prefix_bits u8 | source [u8; 64] | ... |
+//! | features u8 (format 4 and later) | crc32 u32 BE |
 //! ```
+//!
+//! `features` bit 0: the store keeps a similarity sketch per pair (the
+//! `sketches` family); the other bits are zero.
 
 use zerocopy::byteorder::{BigEndian, U16, U64};
 use zerocopy::{FromBytes, Immutable, IntoBytes, KnownLayout, Unaligned};
@@ -50,7 +54,13 @@ pub struct Manifest {
     pub block_size: u16,
     /// The expected collection size the planner was given.
     pub expected_size: u64,
+    /// Whether the store keeps a similarity sketch per pair (format 4 and
+    /// later; always false before).
+    pub sketches: bool,
 }
+
+/// `features` bit: sketches are kept.
+const FEATURE_SKETCHES: u8 = 1;
 
 /// Why a manifest could not be read.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -79,6 +89,9 @@ impl Manifest {
             out.push(t.prefix_bits);
             out.extend_from_slice(t.permutation.source());
         }
+        if self.version >= 4 {
+            out.push(if self.sketches { FEATURE_SKETCHES } else { 0 });
+        }
         seal(out)
     }
 
@@ -99,6 +112,16 @@ impl Manifest {
             .map_err(|_| corrupt("manifest too short".into()))?;
         if header.magic != MAGIC {
             return Err(corrupt("bad magic".into()));
+        }
+        let (rest, features) = match header.version.get() {
+            4.. => match rest.split_last() {
+                Some((&features, rest)) => (rest, features),
+                None => return Err(corrupt("no features byte".into())),
+            },
+            _ => (rest, 0),
+        };
+        if features & !FEATURE_SKETCHES != 0 {
+            return Err(corrupt(format!("unknown features {features:#04x}")));
         }
         if rest.len() != usize::from(header.tables) * TABLE_ENTRY_LEN {
             return Err(corrupt(format!(
@@ -143,6 +166,7 @@ impl Manifest {
             plan,
             block_size: header.block_size.get(),
             expected_size: header.expected_size.get(),
+            sketches: features & FEATURE_SKETCHES != 0,
         })
     }
 }
@@ -158,9 +182,10 @@ mod tests {
             plan: Plan::new(3, 5).unwrap(),
             block_size: 1024,
             expected_size: 1 << 30,
+            sketches: true,
         };
         let bytes = m.encode();
-        assert_eq!(bytes.len(), 23 + 10 * 65 + 4);
+        assert_eq!(bytes.len(), 23 + 10 * 65 + 1 + 4);
         assert_eq!(Manifest::decode(&bytes).unwrap(), m);
         for i in 0..bytes.len() {
             let mut bad = bytes.clone();
@@ -168,9 +193,33 @@ mod tests {
             assert!(Manifest::decode(&bad).is_err(), "flip at {i}");
         }
         let mut newer = bytes.clone();
-        newer[9] = 4;
-        assert_eq!(Manifest::decode(&newer), Err(ManifestError::Version(4)));
-        let older = Manifest { version: 1, ..m };
-        assert_eq!(Manifest::decode(&older.encode()).unwrap(), older);
+        newer[9] = 5;
+        assert_eq!(Manifest::decode(&newer), Err(ManifestError::Version(5)));
+        // Before format 4 there is no features byte: no sketches.
+        for version in 1..4 {
+            let older = Manifest {
+                version,
+                sketches: false,
+                ..m.clone()
+            };
+            let bytes = older.encode();
+            assert_eq!(bytes.len(), 23 + 10 * 65 + 4);
+            assert_eq!(Manifest::decode(&bytes).unwrap(), older);
+        }
+        let plain = Manifest {
+            sketches: false,
+            ..m.clone()
+        };
+        assert_eq!(Manifest::decode(&plain.encode()).unwrap(), plain);
+        let mut unknown = plain.encode();
+        let at = unknown.len() - 5;
+        unknown[at] = 2;
+        let body = unknown.len() - 4;
+        let crc = crate::format::crc(&unknown[..body]).to_be_bytes();
+        unknown[body..].copy_from_slice(&crc);
+        assert!(matches!(
+            Manifest::decode(&unknown),
+            Err(ManifestError::Corrupt(m)) if m.contains("unknown features")
+        ));
     }
 }

@@ -7,10 +7,11 @@ pub mod keys;
 pub mod manifest;
 pub mod marker;
 pub mod records;
+pub mod sketches;
 
 /// The store format version this build writes (marker file and
 /// manifest).
-pub const FORMAT_VERSION: u16 = 3;
+pub const FORMAT_VERSION: u16 = 4;
 
 /// The oldest store format version this build opens (and upgrades to
 /// [`FORMAT_VERSION`]).

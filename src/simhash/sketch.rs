@@ -21,9 +21,13 @@
 //! same definition with test vectors.
 //!
 //! Two sets with Jaccard similarity `J` agree on each bin's minimum with
-//! probability `J`, and on each bit with probability `(1 + J) / 2`, so
-//! `Ĵ = 2a − 1` for the share `a` of agreeing bits is unbiased, with
-//! standard deviation `sqrt((1 − J²) / 512)`: 0.027 at `J = 0.8`, 0.019 at
+//! probability `J`, and on each bit with probability `(1 + J) / 2`. The
+//! first 64 bits serve as a fingerprint ([`Sketch::fingerprint`]): two
+//! documents differ in each of its bits with probability `(1 − J) / 2`.
+//! The similarity is estimated from the other 448 bits, so that it stays
+//! unbiased for candidates chosen because their fingerprints are near:
+//! `Ĵ = 2a − 1` for the share `a` of those bits that agree, with standard
+//! deviation `sqrt((1 − J²) / 448)`: 0.028 at `J = 0.8`, 0.021 at
 //! `J = 0.9`.
 //!
 //! ```
@@ -104,20 +108,22 @@ impl Sketch {
         Some(Self(bytes))
     }
 
-    /// The estimated Jaccard similarity of the two sketched sets,
-    /// `2a − 1` clamped to `[0, 1]` for the share `a` of equal bits.
+    /// The estimated Jaccard similarity of the two sketched sets:
+    /// `2a − 1` clamped to `[0, 1]`, for the share `a` of equal bits past
+    /// the first 64 (see the module documentation).
     pub fn similarity(&self, other: &Sketch) -> f64 {
-        let differ: u32 = self
-            .0
+        let from = 8;
+        let bits = (SKETCH_BYTES - from) * 8;
+        let differ: u32 = self.0[from..]
             .chunks_exact(8)
-            .zip(other.0.chunks_exact(8))
+            .zip(other.0[from..].chunks_exact(8))
             .map(|(a, b)| {
                 let a = u64::from_le_bytes(a.try_into().expect("8 bytes"));
                 let b = u64::from_le_bytes(b.try_into().expect("8 bytes"));
                 (a ^ b).count_ones()
             })
             .sum();
-        let agree = 1.0 - f64::from(differ) / BINS as f64;
+        let agree = 1.0 - f64::from(differ) / bits as f64;
         (2.0 * agree - 1.0).clamp(0.0, 1.0)
     }
 
@@ -134,9 +140,38 @@ impl Sketch {
     /// The sketch's first 64 bits as a fingerprint: one-bit MinHash
     /// values, so two documents with Jaccard similarity `J` differ in each
     /// bit with probability `(1 − J) / 2` (32·(1 − J) bits on average,
-    /// against about 64·acos(2J / (1 + J)) / π for a simhash).
+    /// against about 64·acos(2J / (1 + J)) / π for a simhash of the same
+    /// features).
     pub fn fingerprint(&self) -> u64 {
         u64::from_le_bytes(self.0[..8].try_into().expect("8 bytes"))
+    }
+
+    /// The estimate a candidate must reach to be taken as similar at
+    /// `threshold`: the threshold plus one standard deviation of the
+    /// estimate there, `J + sqrt((1 − J²) / 448)`, so that a pair just
+    /// under the threshold passes rarely (0.828 at `J = 0.8`, 0.921 at
+    /// `J = 0.9`).
+    pub fn bar(threshold: f64) -> f64 {
+        let j = threshold.clamp(0.0, 1.0);
+        j + ((1.0 - j * j) / 448.0).sqrt()
+    }
+
+    /// The distance within which a pair of documents with Jaccard
+    /// similarity `threshold` has [`fingerprint`](Self::fingerprint)s with
+    /// probability at least 0.9 (the 90th percentile of a binomial of 64
+    /// bits at `(1 − J) / 2`), at most `max`: 10 at `J = 0.8` (so 8 for a
+    /// store of maximum distance 8), 6 at 0.9, 3 at 0.95.
+    pub fn distance_for(threshold: f64, max: u32) -> u32 {
+        let p = ((1.0 - threshold.clamp(0.0, 1.0)) / 2.0).clamp(0.0, 0.5);
+        let mut term = (1.0 - p).powi(64);
+        let mut cumulative = term;
+        let mut k = 0u32;
+        while cumulative < 0.9 && k < 64 {
+            term *= (64 - k) as f64 / (k + 1) as f64 * p / (1.0 - p);
+            k += 1;
+            cumulative += term;
+        }
+        k.min(max)
     }
 }
 
@@ -156,10 +191,21 @@ mod tests {
         let a = Sketch::of_hashes(set(0..900)).unwrap();
         let b = Sketch::of_hashes(set(100..1000)).unwrap();
         let j = a.similarity(&b);
-        assert!((j - 0.8).abs() < 4.0 * 0.027, "{j}");
+        assert!((j - 0.8).abs() < 4.0 * 0.028, "{j}");
         let c = Sketch::of_hashes(set(5000..6000)).unwrap();
         assert!(a.similarity(&c) < 0.15, "{}", a.similarity(&c));
         assert_eq!(a.similarity(&a), 1.0);
+    }
+
+    #[test]
+    fn distance_rule() {
+        assert_eq!(Sketch::distance_for(0.8, 64), 10);
+        assert_eq!(Sketch::distance_for(0.8, 8), 8);
+        assert_eq!(Sketch::distance_for(0.9, 64), 6);
+        assert_eq!(Sketch::distance_for(0.95, 64), 3);
+        assert_eq!(Sketch::distance_for(1.0, 64), 0);
+        assert!((Sketch::bar(0.8) - 0.828).abs() < 0.001);
+        assert_eq!(Sketch::bar(1.0), 1.0);
     }
 
     #[test]

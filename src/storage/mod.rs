@@ -191,11 +191,16 @@ fn family_names(tables: usize) -> Vec<String> {
 }
 
 impl Db {
-    /// Creates the database with every column family for `tables` tables.
-    pub fn create(dir: &Path, tables: usize) -> Result<Self> {
+    /// Creates the database with every column family for `tables` tables,
+    /// and the sketches family when `sketches`.
+    pub fn create(dir: &Path, tables: usize, sketches: bool) -> Result<Self> {
         let path = dir.join(crate::format::marker::DB_DIR);
         let (db_opts, family, cache) = options(true)?;
-        let descriptors = descriptors(family_names(tables), &family);
+        let mut names = family_names(tables);
+        if sketches {
+            names.push(keys::SKETCHES_FAMILY.to_string());
+        }
+        let descriptors = descriptors(names, &family);
         let db = DB::open_cf_descriptors(&db_opts, &path, descriptors)
             .map_err(|e| open_error(dir, e))?;
         Ok(Self {
@@ -218,6 +223,11 @@ impl Db {
         // they are upgraded (see `add_id_blocks_family`).
         if !names.iter().any(|n| n == keys::ID_BLOCKS_FAMILY) {
             expected.retain(|n| n != keys::ID_BLOCKS_FAMILY);
+        }
+        // Only stores created with sketches have their family; the
+        // caller checks it against the manifest.
+        if names.iter().any(|n| n == keys::SKETCHES_FAMILY) {
+            expected.push(keys::SKETCHES_FAMILY.to_string());
         }
         let mut sorted_names = names.clone();
         sorted_names.sort();
@@ -408,11 +418,21 @@ impl Db {
     }
 
     fn family_handles(&self) -> Result<Vec<&Family>> {
-        family_names(self.tables)
+        let mut names = family_names(self.tables);
+        if self.has_sketches_family() {
+            names.push(keys::SKETCHES_FAMILY.to_string());
+        }
+        names
             .iter()
             .filter(|n| *n != keys::ID_BLOCKS_FAMILY || self.has_id_blocks_family())
             .map(|n| self.family(n))
             .collect()
+    }
+
+    /// Whether the database has the sketches family (stores created with
+    /// sketches only).
+    pub fn has_sketches_family(&self) -> bool {
+        self.db.cf_handle(keys::SKETCHES_FAMILY).is_some()
     }
 
     /// Has RocksDB rewrite every column family's files, dropping replaced

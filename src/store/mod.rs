@@ -16,6 +16,7 @@ mod options;
 mod parallel;
 mod query;
 mod shared;
+mod sketches;
 mod sort;
 mod state;
 mod stats;
@@ -35,12 +36,14 @@ pub use options::{
     DEFAULT_MAX_DISTANCE, DEFAULT_MIN_MERGE_THRESHOLD, DEFAULT_TABLE_FILE_BYTES,
 };
 pub use query::Match;
+pub use sketches::Similar;
 pub use stats::Stats;
 pub use verify::VerifyReport;
 pub use write::Op;
 
 use crate::error::Result;
 use crate::plan::Plan;
+use crate::simhash::Sketch;
 use shared::Shared;
 
 /// A simhash fingerprint store in one directory.
@@ -181,6 +184,67 @@ impl Store {
             id: Some(id),
         }])
         .map(drop)
+    }
+
+    /// Stores a fingerprint with a document id and the similarity sketch
+    /// of the document, in one atomic write (stores created with
+    /// [`Options::sketches`] only: elsewhere an
+    /// [`Error::InvalidArgument`](crate::Error::InvalidArgument)). A pair
+    /// stored already gets this sketch in place of its own.
+    ///
+    /// ```
+    /// use simstore::simhash::Fingerprinter;
+    /// use simstore::{Options, Store};
+    ///
+    /// let dir = tempfile::tempdir()?;
+    /// let store = Store::create(dir.path().join("s"), &Options::new().sketches(true).max_distance(8))?;
+    /// let f = Fingerprinter::new();
+    /// let page: Vec<String> = (0..300).map(|i| format!("word{i}")).collect();
+    /// let page = page.join(" ");
+    /// let sketch = f.sketch(&page).unwrap();
+    /// store.insert_sketched(sketch.fingerprint(), 1, &sketch)?;
+    ///
+    /// let again = f.sketch(&(page + "and one more line")).unwrap();
+    /// let similar = store.query_similar(again.fingerprint(), 8, &again, 0.8)?;
+    /// assert_eq!(similar[0].id, 1);
+    /// assert!(similar[0].similarity > 0.9);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn insert_sketched(&self, fingerprint: u64, id: u64, sketch: &Sketch) -> Result<()> {
+        self.apply(vec![Op::InsertSketched {
+            fingerprint,
+            id,
+            sketch: *sketch,
+        }])
+        .map(drop)
+    }
+
+    /// The similarity sketch stored with `(fingerprint, id)`; `None` when
+    /// the pair has none (or the store keeps no sketches).
+    pub fn sketch(&self, fingerprint: u64, id: u64) -> Result<Option<Sketch>> {
+        drop(self.shared.readable_state()?);
+        sketches::sketch(&self.shared, fingerprint, id)
+    }
+
+    /// Whether the store keeps similarity sketches ([`Options::sketches`]).
+    pub fn keeps_sketches(&self) -> bool {
+        self.shared.sketches
+    }
+
+    /// The stored documents within distance `k` of `fingerprint` whose
+    /// sketches estimate a Jaccard similarity to `sketch` of at least
+    /// [`Sketch::bar`]`(threshold)` (the threshold plus one standard
+    /// deviation of the estimate), most similar first. Pairs stored
+    /// without a sketch never pass: on a store without sketches the answer
+    /// is always empty. `threshold` must lie in `[0, 1]`.
+    pub fn query_similar(
+        &self,
+        fingerprint: u64,
+        k: u32,
+        sketch: &Sketch,
+        threshold: f64,
+    ) -> Result<Vec<Similar>> {
+        sketches::query_similar(&self.shared, fingerprint, k, sketch, threshold)
     }
 
     /// Stores a fingerprint without a document id.

@@ -43,12 +43,13 @@ pub(crate) fn create(dir: &Path, options: &Options) -> Result<Shared> {
         plan,
         block_size: block_size as u16,
         expected_size,
+        sketches: options.sketches.unwrap_or(false),
     };
     // Build the store in a staging directory and rename it into place, so
     // a crash during creation leaves `dir` as it was.
     let staging = storage::staging_directory(dir)?;
     let built = (|| {
-        let db = Db::create(&staging, manifest.plan.tables().len())?;
+        let db = Db::create(&staging, manifest.plan.tables().len(), manifest.sketches)?;
         let mut batch = storage::batch();
         let default = db.default_family()?;
         batch.put_cf(default, keys::MANIFEST, manifest.encode());
@@ -103,6 +104,24 @@ pub(crate) fn open(dir: &Path, options: &Options) -> Result<Shared> {
             ),
         ));
     }
+    if manifest.sketches != db.has_sketches_family() {
+        return Err(Error::corrupt(
+            Location::Database,
+            format!(
+                "the manifest says sketches {}, the sketches family is {}",
+                if manifest.sketches {
+                    "kept"
+                } else {
+                    "not kept"
+                },
+                if db.has_sketches_family() {
+                    "present"
+                } else {
+                    "missing"
+                }
+            ),
+        ));
+    }
     check_compatible(&manifest, options)?;
     let mut db = db;
     if !db.has_id_blocks_family() {
@@ -141,6 +160,11 @@ fn check_compatible(m: &Manifest, o: &Options) -> Result<()> {
     if let Some(asked) = o.max_distance {
         if asked != u32::from(k) {
             return mismatch("max_distance", k.to_string(), asked.to_string());
+        }
+    }
+    if let Some(asked) = o.sketches {
+        if asked != m.sketches {
+            return mismatch("sketches", m.sketches.to_string(), asked.to_string());
         }
     }
     let tables = m.plan.tables().len();
@@ -235,17 +259,22 @@ fn manifest_of(shared: &Shared, version: u16) -> Manifest {
         plan: shared.plan.clone(),
         block_size: shared.block_size as u16,
         expected_size: shared.expected_size,
+        sketches: shared.sketches,
     }
 }
 
 /// Upgrades a store of an older format just opened, one version at a
-/// time: to 2 (see [`upgrade_to_2`]), then to 3 (see
-/// [`super::upgrade::to_3`]); then writes the marker.
+/// time: to 2 (see [`upgrade_to_2`]), to 3 (see
+/// [`super::upgrade::to_3`]), then to 4 (the manifest gains its features
+/// byte: no sketches); then writes the marker.
 fn upgrade(shared: &Shared, from: u16) -> Result<()> {
     if from < 2 && !upgrade_to_2(shared)? {
         return Ok(());
     }
-    super::upgrade::to_3(shared, &manifest_of(shared, 3))?;
+    if from < 3 {
+        super::upgrade::to_3(shared, &manifest_of(shared, 3))?;
+    }
+    super::upgrade::to_4(shared, &manifest_of(shared, 4))?;
     storage::write_marker(&shared.dir)
 }
 
@@ -416,6 +445,7 @@ fn load(dir: &Path, db: Db, manifest: Manifest, options: &Options) -> Result<Sha
         plan,
         block_size: usize::from(manifest.block_size),
         expected_size: manifest.expected_size,
+        sketches: manifest.sketches,
         options: options.clone(),
         state: RwLock::new(state),
         locks: Locks::default(),

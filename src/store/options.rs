@@ -100,6 +100,7 @@ pub struct Options {
     pub(crate) stop_table_files_after: Option<usize>,
     pub(crate) query_threads: Option<usize>,
     pub(crate) trim_allocator: bool,
+    pub(crate) sketches: Option<bool>,
 }
 
 impl Options {
@@ -127,6 +128,20 @@ impl Options {
     /// `C(r, k)` for some block count `r`; e.g. 4, 10, 20, 35 for `k = 3`.
     pub fn tables(mut self, t: u32) -> Self {
         self.tables = Some(t);
+        self
+    }
+
+    /// Keep a similarity sketch per `(fingerprint, id)` pair (creation;
+    /// default off): [`Store::insert_sketched`] stores one with a pair,
+    /// [`Store::sketch`] reads it back to re-check a candidate. Costs 68
+    /// bytes per pair before RocksDB's compression (a 16-byte key beside
+    /// it), and nothing for a store created without. Given when opening,
+    /// it must match the store.
+    ///
+    /// [`Store::insert_sketched`]: crate::Store::insert_sketched
+    /// [`Store::sketch`]: crate::Store::sketch
+    pub fn sketches(mut self, keep: bool) -> Self {
+        self.sketches = Some(keep);
         self
     }
 

@@ -23,6 +23,8 @@ pub(crate) struct Shared {
     pub plan: Plan,
     pub block_size: usize,
     pub expected_size: u64,
+    /// Whether a similarity sketch is kept per pair.
+    pub sketches: bool,
     pub options: Options,
     /// What queries read. Held for reading during a query; for writing
     /// only to apply a committed change.

@@ -42,6 +42,8 @@ pub struct Stats {
     /// they exceeded the memory budget at open and probes read them
     /// through RocksDB; see [`Options::memory_budget`](super::Options::memory_budget)).
     pub tables_in_memory: bool,
+    /// Whether the store keeps similarity sketches.
+    pub sketches: bool,
 }
 
 pub(crate) fn stats(shared: &Shared) -> Stats {
@@ -62,6 +64,7 @@ pub(crate) fn stats(shared: &Shared) -> Stats {
         expected_size: shared.expected_size,
         compaction_error: shared.health.last_failure(),
         tables_in_memory: state.tables.iter().all(|t| t.in_memory()),
+        sketches: shared.sketches,
     }
 }
 

@@ -1,7 +1,9 @@
 //! Upgrading a store of format 2 to format 3: the ids of fingerprints in
 //! the tables move from one `ids` key per pair into id blocks, one per
 //! table-0 block; the pairs of pending fingerprints stay where they are
-//! (an empty value means the same in both formats).
+//! (an empty value means the same in both formats). Upgrading format 3 to
+//! 4: the manifest gains its features byte (a store of format 3 keeps no
+//! sketches); nothing else changes.
 
 use super::shared::Shared;
 use crate::error::{Error, Location, Result};
@@ -104,6 +106,15 @@ pub(crate) fn to_3(shared: &Shared, manifest: &Manifest) -> Result<()> {
     let overlay = super::open::read_overlay(db)?;
     shared.state.write().overlay = overlay;
     Ok(())
+}
+
+/// Writes `manifest` (version 4, no sketches), synced.
+pub(crate) fn to_4(shared: &Shared, manifest: &Manifest) -> Result<()> {
+    debug_assert!(manifest.version == 4 && !manifest.sketches);
+    let db = &shared.db;
+    let mut batch = storage::batch();
+    batch.put_cf(db.default_family()?, keys::MANIFEST, manifest.encode());
+    db.write(batch, true)
 }
 
 #[cfg(test)]

@@ -25,6 +25,8 @@ pub struct VerifyReport {
     pub fingerprints: u64,
     /// Every problem found; empty when the store is sound.
     pub problems: Vec<String>,
+    /// Sketch records checked (stores with sketches).
+    pub sketches: u64,
 }
 
 impl VerifyReport {
@@ -228,6 +230,7 @@ fn check_records(
         }
     }
     let pairs = check_ids(shared, state, &mut note)?;
+    report.sketches = super::sketches::check(shared, state, &mut note)?;
     if pairs != state.ids {
         note(format!(
             "{pairs} (fingerprint, id) pairs stored, counters say {}",

@@ -12,6 +12,7 @@ use parking_lot::{Condvar, Mutex};
 use super::shared::Shared;
 use crate::error::{Error, Result};
 use crate::format::keys;
+use crate::simhash::Sketch;
 
 /// One change to the store.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -23,6 +24,19 @@ pub enum Op {
         fingerprint: u64,
         /// The document id, if any.
         id: Option<u64>,
+    },
+    /// Store a `(fingerprint, id)` pair with the similarity sketch of its
+    /// document (stores created with [`Options::sketches`] only; a pair
+    /// stored already gets this sketch in place of its own).
+    ///
+    /// [`Options::sketches`]: crate::Options::sketches
+    InsertSketched {
+        /// The fingerprint.
+        fingerprint: u64,
+        /// The document id.
+        id: u64,
+        /// The document's sketch.
+        sketch: Sketch,
     },
     /// Remove one (fingerprint, id) pair; the fingerprint goes too when it
     /// was its last id.
@@ -81,6 +95,11 @@ pub(crate) struct Queue {
 pub(crate) fn submit(shared: &Shared, ops: Vec<Op>) -> Result<Vec<bool>> {
     if ops.is_empty() {
         return Ok(Vec::new());
+    }
+    if !shared.sketches && ops.iter().any(|op| matches!(op, Op::InsertSketched { .. })) {
+        return Err(Error::InvalidArgument(
+            "a sketch for a store that keeps none (create it with sketches)".into(),
+        ));
     }
     let request = Arc::new(Request {
         ops,
@@ -284,6 +303,8 @@ struct Staged {
     /// The ids of each fingerprint the group names, before it: in its id
     /// block, and in all (read from memory).
     stored: HashMap<u64, (Vec<u64>, Vec<u64>)>,
+    /// Sketches the group writes (`Some`) or removes with their pair.
+    sketches: BTreeMap<(u64, u64), Option<Sketch>>,
 }
 
 impl Staged {
@@ -378,10 +399,21 @@ impl Staged {
                 };
                 Ok(new_fp || new_id)
             }
+            Op::InsertSketched {
+                fingerprint,
+                id,
+                sketch,
+            } => {
+                let new_fp = self.make_live(shared, fingerprint)?;
+                let new_id = !std::mem::replace(self.id(shared, fingerprint, id)?, true);
+                self.sketches.insert((fingerprint, id), Some(sketch));
+                Ok(new_fp || new_id)
+            }
             Op::Delete { fingerprint, id } => {
                 if !std::mem::replace(self.id(shared, fingerprint, id)?, false) {
                     return Ok(false);
                 }
+                self.sketches.insert((fingerprint, id), None);
                 if self.ids_of(shared, fingerprint)?.is_empty() {
                     self.kill(shared, fingerprint)?;
                 }
@@ -391,6 +423,7 @@ impl Staged {
                 let mut changed = false;
                 for id in self.ids_of(shared, fingerprint)? {
                     *self.id(shared, fingerprint, id)? = false;
+                    self.sketches.insert((fingerprint, id), None);
                     changed = true;
                 }
                 Ok(self.kill(shared, fingerprint)? || changed)
@@ -459,6 +492,20 @@ fn commit_group(shared: &Shared, group: &[Arc<Request>]) -> Result<Vec<Vec<bool>
             }
             overlay.push((fp, id, mark));
             ids_delta += if after { 1 } else { -1 };
+        }
+    }
+    if shared.sketches {
+        let sketches_cf = db.family(keys::SKETCHES_FAMILY)?;
+        for (&(fp, id), sketch) in &staged.sketches {
+            let key = keys::id_pair(fp, id);
+            match sketch {
+                Some(s) => batch.put_cf(
+                    sketches_cf,
+                    key,
+                    crate::format::sketches::encode_sketch(fp, id, s),
+                ),
+                None => batch.delete_cf(sketches_cf, key),
+            }
         }
     }
     if batch.is_empty() {

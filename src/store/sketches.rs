@@ -1,0 +1,131 @@
+//! Similarity sketches kept beside `(fingerprint, id)` pairs: reading one,
+//! re-checking a query's candidates with them, and verifying them.
+//!
+//! A pair's sketch is written in the batch that stores the pair and
+//! removed in the batch that removes it (see `write.rs`), so a sketch
+//! record exists only for a stored pair; merges and compaction never touch
+//! them.
+
+use super::shared::Shared;
+use super::state::State;
+use crate::error::{Error, Location, Result};
+use crate::format::{keys, sketches};
+use crate::simhash::Sketch;
+
+/// A stored document whose sketch passed the re-check.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct Similar {
+    /// Its fingerprint.
+    pub fingerprint: u64,
+    /// Its document id.
+    pub id: u64,
+    /// The Hamming distance of its fingerprint from the query's.
+    pub distance: u32,
+    /// The Jaccard similarity its sketch and the query's estimate.
+    pub similarity: f64,
+}
+
+fn bad(what: String) -> Error {
+    Error::corrupt(
+        Location::Record {
+            family: keys::SKETCHES_FAMILY,
+        },
+        what,
+    )
+}
+
+/// The sketch stored with `(fp, id)`, if the store keeps sketches and the
+/// pair has one.
+pub(crate) fn sketch(shared: &Shared, fp: u64, id: u64) -> Result<Option<Sketch>> {
+    if !shared.sketches {
+        return Ok(None);
+    }
+    let db = &shared.db;
+    match db.get(db.family(keys::SKETCHES_FAMILY)?, &keys::id_pair(fp, id))? {
+        None => Ok(None),
+        Some(value) => sketches::decode_sketch(fp, id, &value)
+            .map(Some)
+            .map_err(bad),
+    }
+}
+
+/// Every stored pair within distance `k` of `fp` whose sketch estimates a
+/// similarity to `query` of at least [`Sketch::bar`]`(threshold)`, most
+/// similar first (then nearest, then smallest id). Pairs without a sketch
+/// never pass.
+pub(crate) fn query_similar(
+    shared: &Shared,
+    fp: u64,
+    k: u32,
+    query: &Sketch,
+    threshold: f64,
+) -> Result<Vec<Similar>> {
+    if !(0.0..=1.0).contains(&threshold) {
+        return Err(Error::InvalidArgument(format!(
+            "similarity threshold {threshold} is not between 0 and 1"
+        )));
+    }
+    let matches = super::query::query(shared, fp, k)?;
+    let bar = Sketch::bar(threshold);
+    let mut out = Vec::new();
+    for m in matches {
+        for &id in &m.ids {
+            if let Some(s) = sketch(shared, m.fingerprint, id)? {
+                let similarity = s.similarity(query);
+                if similarity >= bar {
+                    out.push(Similar {
+                        fingerprint: m.fingerprint,
+                        id,
+                        distance: m.distance,
+                        similarity,
+                    });
+                }
+            }
+        }
+    }
+    out.sort_by(|a, b| {
+        b.similarity
+            .total_cmp(&a.similarity)
+            .then(a.distance.cmp(&b.distance))
+            .then(a.id.cmp(&b.id))
+    });
+    Ok(out)
+}
+
+/// Checks every sketch record: its key names a pair, its value passes its
+/// checksum, and the pair is stored. Returns how many there are.
+pub(crate) fn check(shared: &Shared, state: &State, note: &mut impl FnMut(String)) -> Result<u64> {
+    if !shared.sketches {
+        return Ok(0);
+    }
+    let db = &shared.db;
+    let mut count = 0u64;
+    let mut ids = Vec::new();
+    let mut last_fp = None;
+    db.scan(db.family(keys::SKETCHES_FAMILY)?, &[], |k, v| {
+        count += 1;
+        let Some((fp, id)) = keys::parse_id_pair(k) else {
+            note(format!("sketches: key of {} bytes", k.len()));
+            return Ok(true);
+        };
+        if let Err(e) = sketches::decode_sketch(fp, id, v) {
+            note(format!("sketches: {e}"));
+            return Ok(true);
+        }
+        if last_fp != Some(fp) {
+            if let Err(e) = state.ids_of(&shared.plan, fp, &mut ids) {
+                note(format!("sketches: ids of {fp:016x}: {e}"));
+                ids.clear();
+            }
+            last_fp = Some(fp);
+        }
+        if ids.binary_search(&id).is_err() {
+            note(format!(
+                "sketches: a sketch for ({fp:016x}, {id}), which is not stored"
+            ));
+        }
+        Ok(true)
+    })?;
+    Ok(count)
+}

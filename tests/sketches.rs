@@ -1,0 +1,287 @@
+//! Similarity sketches against a model through every change a pair can go
+//! through: stored with a sketch or without, given a new sketch, removed
+//! alone or with its fingerprint, stored again; merges, compactions and
+//! reopens; `query_similar` against a brute force over the model, on
+//! random and clustered fingerprints; corruption reported by reads and
+//! `verify`; sketches refused by a store that keeps none.
+
+mod common;
+#[path = "common/raw.rs"]
+mod raw;
+
+use std::collections::BTreeMap;
+
+use common::{check_store, clustered, random, Model, Rng};
+use simstore::simhash::Sketch;
+use simstore::{Error, Op, Options, Store};
+
+/// A document's sketch: a set of `size` feature hashes drawn from `base`'s
+/// family, the first `shared` of them common to every member.
+fn sketch(base: u64, shared: u64, own: u64, rng: &mut Rng) -> Sketch {
+    let hashes = (0..shared)
+        .map(|i| base.wrapping_mul(31).wrapping_add(i))
+        .chain((0..own).map(|_| rng.next()));
+    Sketch::of_hashes(hashes).unwrap()
+}
+
+/// The model of sketches: pair -> its sketch, when it has one.
+type Sketches = BTreeMap<(u64, u64), Sketch>;
+
+/// Every pair of the model has its sketch (or none), and `query_similar`
+/// answers as a brute force over the model for queries near its pairs.
+fn check(store: &Store, model: &Model, sketches: &Sketches, rng: &mut Rng) {
+    for (&fp, ids) in &model.fps {
+        for &id in ids {
+            assert_eq!(
+                store.sketch(fp, id).unwrap(),
+                sketches.get(&(fp, id)).copied(),
+                "sketch of ({fp:016x}, {id})"
+            );
+        }
+    }
+    let pairs: Vec<((u64, u64), Sketch)> = sketches.iter().map(|(&p, &s)| (p, s)).collect();
+    let (mut answered, mut passed_over) = (0, 0);
+    for i in 0..60 {
+        let ((fp, _), mut s) = pairs[rng.below(pairs.len() as u64) as usize];
+        if i % 5 == 4 {
+            // Another document with the same fingerprint.
+            s = sketch(rng.next(), 0, 100, rng);
+        }
+        let q = rng.flip(fp, (i % 4) as u32);
+        let threshold = [0.5, 0.8, 0.9][i % 3];
+        let k = [2, 5, 8][i % 3];
+        let mut want: Vec<(u64, u64, u32)> = sketches
+            .iter()
+            .filter(|(&(f, _), t)| {
+                (f ^ q).count_ones() <= k && t.similarity(&s) >= Sketch::bar(threshold)
+            })
+            .map(|(&(f, id), _)| (f, id, (f ^ q).count_ones()))
+            .collect();
+        want.sort();
+        answered += usize::from(!want.is_empty());
+        passed_over += sketches
+            .iter()
+            .filter(|(&(f, _), t)| {
+                (f ^ q).count_ones() <= k && t.similarity(&s) < Sketch::bar(threshold)
+            })
+            .count();
+        let got = store.query_similar(q, k, &s, threshold).unwrap();
+        for w in got.windows(2) {
+            assert!(w[0].similarity >= w[1].similarity, "most similar first");
+        }
+        let mut got: Vec<(u64, u64, u32)> = got
+            .iter()
+            .map(|m| (m.fingerprint, m.id, m.distance))
+            .collect();
+        got.sort();
+        assert_eq!(got, want, "query_similar {q:016x} k={k} at {threshold}");
+    }
+    // The check can fail both ways: answers found, and candidates turned
+    // away by their sketches.
+    assert!(answered >= 25, "{answered} of 60 queries with an answer");
+    assert!(passed_over > 0, "no candidate turned away");
+    let report = store.verify().unwrap();
+    assert!(report.ok(), "{:?}", report.problems);
+    assert_eq!(report.sketches, sketches.len() as u64);
+}
+
+fn run(fps: Vec<u64>, seed: u64) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("s");
+    let options = Options::new()
+        .sketches(true)
+        .max_distance(8)
+        .expected_size(100_000)
+        .merge_threshold(300)
+        .block_size(256);
+    let store = Store::create(&path, &options).unwrap();
+    let mut rng = Rng(seed);
+    let (mut model, mut sketches) = (Model::default(), Sketches::new());
+    let mut next_id = 0u64;
+    for (n, chunk) in fps.chunks(97).enumerate() {
+        let mut ops = Vec::new();
+        for &fp in chunk {
+            next_id += 1;
+            let id = next_id;
+            // Documents of one fingerprint family share most features.
+            let s = sketch(fp >> 40, 200, rng.below(80), &mut rng);
+            if rng.below(10) == 0 {
+                ops.push(Op::Insert {
+                    fingerprint: fp,
+                    id: Some(id),
+                });
+                model.insert(fp, Some(id));
+            } else {
+                ops.push(Op::InsertSketched {
+                    fingerprint: fp,
+                    id,
+                    sketch: s,
+                });
+                model.insert(fp, Some(id));
+                sketches.insert((fp, id), s);
+            }
+        }
+        // Changes to pairs stored earlier: a new sketch, a removed pair, a
+        // removed fingerprint, a removed pair stored again.
+        let stored: Vec<(u64, u64)> = model
+            .fps
+            .iter()
+            .flat_map(|(&f, ids)| ids.iter().map(move |&id| (f, id)))
+            .collect();
+        for _ in 0..6 {
+            let (fp, id) = stored[rng.below(stored.len() as u64) as usize];
+            match rng.below(4) {
+                0 => {
+                    let s = sketch(rng.next(), 50, 50, &mut rng);
+                    ops.push(Op::InsertSketched {
+                        fingerprint: fp,
+                        id,
+                        sketch: s,
+                    });
+                    sketches.insert((fp, id), s);
+                }
+                1 => {
+                    ops.push(Op::Delete {
+                        fingerprint: fp,
+                        id,
+                    });
+                    model.delete(fp, id);
+                    sketches.remove(&(fp, id));
+                }
+                2 => {
+                    ops.push(Op::DeleteFingerprint { fingerprint: fp });
+                    model.delete_fingerprint(fp);
+                    sketches.retain(|&(f, _), _| f != fp);
+                }
+                _ => {
+                    ops.push(Op::Delete {
+                        fingerprint: fp,
+                        id,
+                    });
+                    let s = sketch(fp >> 40, 200, 3, &mut rng);
+                    ops.push(Op::InsertSketched {
+                        fingerprint: fp,
+                        id,
+                        sketch: s,
+                    });
+                    model.insert(fp, Some(id));
+                    sketches.insert((fp, id), s);
+                }
+            }
+        }
+        store.apply(ops).unwrap();
+        if n % 7 == 3 {
+            check(&store, &model, &sketches, &mut rng);
+        }
+    }
+    check(&store, &model, &sketches, &mut rng);
+    let queries = common::queries(&fps, 50, &mut rng);
+    check_store(&store, &model, &queries);
+    store.compact().unwrap();
+    check(&store, &model, &sketches, &mut rng);
+    store.close().unwrap();
+    for warm in [true, false] {
+        let store = Store::open(&path, &Options::new().warm(warm)).unwrap();
+        assert!(store.keeps_sketches() && store.stats().sketches);
+        check(&store, &model, &sketches, &mut rng);
+        check_store(&store, &model, &queries);
+    }
+}
+
+#[test]
+fn sketches_follow_their_pairs_on_random_fingerprints() {
+    let mut rng = Rng(1);
+    run(random(2_000, &mut rng), 2);
+}
+
+#[test]
+fn sketches_follow_their_pairs_on_clustered_fingerprints() {
+    let mut rng = Rng(3);
+    run(clustered(2_000, &mut rng), 4);
+}
+
+#[test]
+fn a_store_without_sketches_refuses_them_and_changes_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("s");
+    let store = Store::create(&path, &Options::new()).unwrap();
+    let s = Sketch::of_hashes(0..100).unwrap();
+    assert!(matches!(
+        store.insert_sketched(5, 1, &s),
+        Err(Error::InvalidArgument(_))
+    ));
+    let ops = vec![
+        Op::Insert {
+            fingerprint: 6,
+            id: Some(2),
+        },
+        Op::InsertSketched {
+            fingerprint: 5,
+            id: 1,
+            sketch: s,
+        },
+    ];
+    assert!(matches!(store.apply(ops), Err(Error::InvalidArgument(_))));
+    assert_eq!(store.stats().fingerprints, 0);
+    assert_eq!(store.sketch(5, 1).unwrap(), None);
+    assert!(store.query_similar(5, 3, &s, 0.5).unwrap().is_empty());
+    assert!(matches!(
+        store.query_similar(5, 3, &s, 1.5),
+        Err(Error::InvalidArgument(_))
+    ));
+    assert!(matches!(
+        store.query_similar(5, 4, &s, 0.5),
+        Err(Error::DistanceTooLarge { .. })
+    ));
+    drop(store);
+    // The option must match the store when given.
+    assert!(matches!(
+        Store::open(&path, &Options::new().sketches(true)),
+        Err(Error::IncompatibleOptions {
+            option: "sketches",
+            ..
+        })
+    ));
+    let store = Store::create(dir.path().join("t"), &Options::new().sketches(true)).unwrap();
+    drop(store);
+    assert!(matches!(
+        Store::open(dir.path().join("t"), &Options::new().sketches(false)),
+        Err(Error::IncompatibleOptions {
+            option: "sketches",
+            ..
+        })
+    ));
+}
+
+#[test]
+fn corrupt_and_orphan_sketches_are_reported() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("s");
+    let store = Store::create(&path, &Options::new().sketches(true)).unwrap();
+    let s = Sketch::of_hashes(0..100).unwrap();
+    store.insert_sketched(7, 1, &s).unwrap();
+    store.insert_sketched(8, 2, &s).unwrap();
+    store.close().unwrap();
+    {
+        let db = raw::raw_db(&path);
+        let cf = db.cf_handle("sketches").unwrap();
+        let key = |fp: u64, id: u64| [fp.to_be_bytes(), id.to_be_bytes()].concat();
+        let mut value = db.get_cf(cf, key(7, 1)).unwrap().unwrap();
+        value[3] ^= 1;
+        db.put_cf(cf, key(7, 1), &value).unwrap();
+        // A sketch for a pair that is not stored.
+        let orphan = simstore::format::sketches::encode_sketch(9, 3, &s);
+        db.put_cf(cf, key(9, 3), orphan).unwrap();
+    }
+    let store = Store::open(&path, &Options::new()).unwrap();
+    assert!(matches!(store.sketch(7, 1), Err(Error::Corrupt { .. })));
+    assert!(matches!(
+        store.query_similar(7, 3, &s, 0.5),
+        Err(Error::Corrupt { .. })
+    ));
+    assert_eq!(store.sketch(8, 2).unwrap(), Some(s));
+    let report = store.verify().unwrap();
+    assert_eq!(report.problems.len(), 2, "{:?}", report.problems);
+    assert!(report.problems.iter().any(|p| p.contains("checksum")));
+    assert!(report.problems.iter().any(|p| p.contains("not stored")));
+}
