@@ -6,6 +6,7 @@
 
 mod bench;
 mod cold;
+mod html;
 mod pend;
 mod quality;
 
@@ -52,6 +53,12 @@ enum Command {
         #[arg(long)]
         idf: bool,
     },
+    /// The one-pass HTML text scanner of sketches against the parser-based
+    /// extraction of `hash --html`: documents whose words differ, and speed.
+    Html {
+        /// Files or directories.
+        inputs: Vec<PathBuf>,
+    },
     /// Crash child of `run`'s recovery timing (see `pend.rs`).
     #[command(hide = true)]
     Pend {
@@ -86,6 +93,7 @@ fn dispatch(command: Command) -> Result<(), Failure> {
             idf,
         }
         .run(&inputs, &Source { html, jsonl: None }, &mut out),
+        Command::Html { inputs } => html::run(&inputs, &mut out),
         Command::Pend { dir, count, seed } => pend::run(&dir, count, seed),
     }
 }

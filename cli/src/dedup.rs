@@ -414,12 +414,13 @@ impl Dedup<'_> {
     /// ([`Sketch::fingerprint`]); else its simhash.
     fn fingerprint_all(&self, docs: &[Document]) -> Vec<Result<(u64, Option<Sketch>), String>> {
         map_parallel(docs, |d| {
-            let text = d.text()?;
             let empty = || format!("{}: empty document (no words)", d.name);
             if self.similarity.is_some() {
+                let text = d.scanned_text()?;
                 let sketch = self.fingerprinter.sketch(&text).ok_or_else(empty)?;
                 Ok((sketch.fingerprint(), Some(sketch)))
             } else {
+                let text = d.text()?;
                 let s = self.fingerprinter.fingerprint(&text).ok_or_else(empty)?;
                 Ok((s.fingerprint, None))
             }

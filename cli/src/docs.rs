@@ -36,6 +36,18 @@ impl Document {
         }
         Ok(contents.into())
     }
+
+    /// [`text`](Self::text), HTML read by the one-pass scanner that
+    /// sketches are defined with (`simhash::visible_text_fast`) instead
+    /// of the parser.
+    pub fn scanned_text(&self) -> Result<std::borrow::Cow<'_, str>, String> {
+        let contents = self.contents.as_deref().map_err(Clone::clone)?;
+        #[cfg(feature = "html")]
+        if self.html {
+            return Ok(simstore::simhash::visible_text_fast(contents).into());
+        }
+        Ok(contents.into())
+    }
 }
 
 /// `f` of every document, on all cores, results in input order.

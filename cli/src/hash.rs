@@ -26,14 +26,13 @@ pub fn run(
     let mut chunk: Vec<Document> = Vec::with_capacity(CHUNK);
     let mut emit = |chunk: &mut Vec<Document>, skipped: &mut usize| {
         let results = map_parallel(chunk, |doc| {
-            let text = doc.text()?;
             let line = if sketch {
-                fp.sketch(&text).map(|s| {
+                fp.sketch(&doc.scanned_text()?).map(|s| {
                     let hex: String = s.to_bytes().iter().map(|b| format!("{b:02x}")).collect();
                     format!("{:016x}\t{hex}", s.fingerprint())
                 })
             } else {
-                fp.fingerprint(&text)
+                fp.fingerprint(&doc.text()?)
                     .map(|s| format!("{:016x}", s.fingerprint))
             };
             line.ok_or_else(|| format!("{}: empty document (no words)", doc.name))

@@ -20,6 +20,8 @@
 mod features;
 #[cfg(feature = "html")]
 mod html;
+#[cfg(feature = "html")]
+mod scan;
 mod sketch;
 
 use std::collections::HashMap;
@@ -27,6 +29,8 @@ use std::collections::HashMap;
 pub use features::{char_shingles, tokens, word_shingles, STOP_WORDS};
 #[cfg(feature = "html")]
 pub use html::visible_text;
+#[cfg(feature = "html")]
+pub use scan::visible_text_fast;
 pub use sketch::{Sketch, SKETCH_BYTES, SKETCH_SEED};
 
 /// The XXH3 seed of feature hashes (ASCII "simhash1").
