@@ -72,7 +72,8 @@ pub mod store;
 
 #[cfg(feature = "storage")]
 pub use store::{
-    Durability, Match, Op, Options, Stats, Store, VerifyReport, BUFFERED_SYNC_INTERVAL,
+    Durability, Match, Op, Options, Similar, Sketched, Stats, Store, VerifyReport,
+    BUFFERED_SYNC_INTERVAL,
 };
 
 #[cfg(test)]

@@ -50,10 +50,14 @@ fn check(store: &Store, model: &Model, sketches: &Sketches, rng: &mut Rng) {
         let q = rng.flip(fp, (i % 4) as u32);
         let threshold = [0.5, 0.8, 0.9][i % 3];
         let k = [2, 5, 8][i % 3];
+        let within = sketches
+            .keys()
+            .filter(|&&(f, _)| (f ^ q).count_ones() <= k)
+            .count();
         let mut want: Vec<(u64, u64, u32)> = sketches
             .iter()
             .filter(|(&(f, _), t)| {
-                (f ^ q).count_ones() <= k && t.similarity(&s) >= Sketch::bar(threshold)
+                (f ^ q).count_ones() <= k && t.recheck(&s, threshold, within).is_some()
             })
             .map(|(&(f, id), _)| (f, id, (f ^ q).count_ones()))
             .collect();
@@ -62,7 +66,7 @@ fn check(store: &Store, model: &Model, sketches: &Sketches, rng: &mut Rng) {
         passed_over += sketches
             .iter()
             .filter(|(&(f, _), t)| {
-                (f ^ q).count_ones() <= k && t.similarity(&s) < Sketch::bar(threshold)
+                (f ^ q).count_ones() <= k && t.recheck(&s, threshold, within).is_none()
             })
             .count();
         let got = store.query_similar(q, k, &s, threshold).unwrap();

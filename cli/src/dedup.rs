@@ -366,7 +366,7 @@ impl Dedup<'_> {
 
     /// Most similar, then nearest, then earliest, among the stored and
     /// fresh documents before `seq` within `k` whose sketches pass the
-    /// re-check at `j` (see [`Store::query_similar`]).
+    /// re-check at `j` among all of them (see [`Sketch::recheck`]).
     fn most_similar(
         store: &Store,
         k: u32,
@@ -376,31 +376,32 @@ impl Dedup<'_> {
         sketch: &Sketch,
         fresh: &[(u64, u64, Option<Sketch>)],
     ) -> Result<Option<Candidate>, Failure> {
-        let mut found: Vec<Candidate> = store
-            .query_similar(fp, k, sketch, j)?
+        // Stored and fresh documents within k: (id, fp, distance, sketch).
+        let mut within: Vec<(u64, u64, u32, Sketch)> = store
+            .query_sketched(fp, k)?
             .into_iter()
-            .filter(|s| s.id < seq)
-            .map(|s| Candidate {
-                id: s.id,
-                fingerprint: s.fingerprint,
-                distance: s.distance,
-                similarity: Some(s.similarity),
-            })
+            .filter(|c| c.id < seq)
+            .map(|c| (c.id, c.fingerprint, c.distance, c.sketch))
             .collect();
-        let bar = Sketch::bar(j);
-        for (s, f, other) in fresh {
+        for &(s, f, other) in fresh {
             let distance = (f ^ fp).count_ones();
-            let Some(other) = other else { continue };
-            let similarity = sketch.similarity(other);
-            if distance <= k && similarity >= bar {
-                found.push(Candidate {
-                    id: *s,
-                    fingerprint: *f,
-                    distance,
-                    similarity: Some(similarity),
-                });
+            if let (true, Some(other)) = (distance <= k, other) {
+                within.push((s, f, distance, other));
             }
         }
+        let candidates = within.len();
+        let found: Vec<Candidate> = within
+            .into_iter()
+            .filter_map(|(id, fingerprint, distance, other)| {
+                let similarity = sketch.recheck(&other, j, candidates)?;
+                Some(Candidate {
+                    id,
+                    fingerprint,
+                    distance,
+                    similarity: Some(similarity),
+                })
+            })
+            .collect();
         Ok(found.into_iter().min_by(|a, b| {
             let (sa, sb) = (a.similarity.unwrap_or(0.0), b.similarity.unwrap_or(0.0));
             sb.total_cmp(&sa)

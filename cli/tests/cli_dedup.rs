@@ -225,7 +225,7 @@ fn progress_line_only_on_a_terminal() {
 
 /// `dedup --similarity`'s decisions replayed from `hash --sketch`: for each
 /// document, among every earlier one (duplicates are stored too) within
-/// the distance and with a sketch estimate at least `Sketch::bar`, the
+/// the distance whose sketch passes `Sketch::recheck` among them all, the
 /// most similar, then nearest, then earliest.
 fn brute_force_similar(hashes: &str, k: u32, j: f64) -> Vec<String> {
     use simstore::simhash::Sketch;
@@ -245,11 +245,17 @@ fn brute_force_similar(hashes: &str, k: u32, j: f64) -> Vec<String> {
         .collect();
     let mut lines = Vec::new();
     for (i, &(fp, sketch, name)) in docs.iter().enumerate() {
-        let best = docs[..i]
+        let within: Vec<(usize, &(u64, Sketch, &str))> = docs[..i]
             .iter()
             .enumerate()
-            .map(|(e, &(f, s, n))| ((f ^ fp).count_ones(), sketch.similarity(&s), e, f, n))
-            .filter(|&(d, s, ..)| d <= k && s >= Sketch::bar(j))
+            .filter(|(_, (f, ..))| (f ^ fp).count_ones() <= k)
+            .collect();
+        let best = within
+            .iter()
+            .filter_map(|&(e, &(f, s, n))| {
+                let similarity = sketch.recheck(&s, j, within.len())?;
+                Some(((f ^ fp).count_ones(), similarity, e, f, n))
+            })
             .min_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)).then(a.2.cmp(&b.2)));
         let dup = match best {
             Some((d, s, _, f, n)) => format!(

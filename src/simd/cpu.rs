@@ -42,6 +42,24 @@ pub fn wide_popcount() -> bool {
     *WIDE.get_or_init(|| std::env::var_os(PORTABLE_ENV).is_none() && detect_wide())
 }
 
+/// Whether [`minima`](super::minima)'s AVX-512 loop (VPMULLQ on eight
+/// 64-bit lanes) may run here.
+#[inline]
+pub fn wide_multiply() -> bool {
+    static WIDE: OnceLock<bool> = OnceLock::new();
+    *WIDE.get_or_init(|| std::env::var_os(PORTABLE_ENV).is_none() && detect_multiply())
+}
+
+#[cfg(target_arch = "x86_64")]
+fn detect_multiply() -> bool {
+    std::is_x86_feature_detected!("avx512f") && std::is_x86_feature_detected!("avx512dq")
+}
+
+#[cfg(not(target_arch = "x86_64"))]
+fn detect_multiply() -> bool {
+    false
+}
+
 #[cfg(target_arch = "x86_64")]
 fn detect_wide() -> bool {
     std::is_x86_feature_detected!("avx512f") && std::is_x86_feature_detected!("avx512vpopcntdq")

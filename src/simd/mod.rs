@@ -2,13 +2,15 @@
 //! scalar reference it is tested against, and the run-time detection that
 //! picks them ([`cpu`]): the distance of a decoded run's fingerprints
 //! from a query eight at a time ([`near`]), of a packed block's low parts
-//! eight at a time ([`lows`]), and cache prefetches. The loops around them
+//! eight at a time ([`lows`]), the running minima of a similarity sketch
+//! ([`minima`]), and cache prefetches. The loops around them
 //! are compiled twice (for the x86-64 baseline and for POPCNT/BMI2
 //! processors, see [`cpu`]) where they are: `store::query`,
 //! `store::batch`.
 
 pub(crate) mod cpu;
 pub(crate) mod lows;
+pub(crate) mod minima;
 #[cfg_attr(not(feature = "storage"), allow(dead_code))]
 pub(crate) mod near;
 

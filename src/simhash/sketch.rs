@@ -1,34 +1,38 @@
-//! Similarity sketches: 512 one-bit MinHash values of a document's feature
-//! set in 64 bytes, from which the Jaccard similarity of two documents is
-//! estimated without their text.
+//! Similarity sketches: 496 one-bit MinHash values of a document's
+//! feature set and its size, in 64 bytes, from which the Jaccard
+//! similarity of two documents is estimated without their text.
 //!
-//! The construction is one-permutation MinHash (Li, Owen and Zhang, NIPS
-//! 2012) with optimal densification (Shrivastava, ICML 2017), keeping one
-//! bit of each bin's minimum (b-bit minwise hashing, Li and König, WWW
-//! 2010):
+//! The construction is MinHash (Broder 1997) under 496 hash functions,
+//! keeping one bit of each minimum (b-bit minwise hashing, Li and König,
+//! WWW 2010):
 //!
-//! 1. every feature hash `h` (as [`feature_hash`](super::feature_hash)
-//!    gives it) is remixed, `z = mix(h ^ SKETCH_SEED)`; its top 9 bits pick
-//!    one of 512 bins and its low 55 bits are its value; each bin keeps the
-//!    smallest value it receives;
-//! 2. an empty bin `i` takes the minimum of bin `mix(i · 512 + t) mod 512`
-//!    for the first `t = 1, 2, ...` that names a non-empty bin;
-//! 3. bit `i` of the sketch is the low bit of `mix(min_i ^ (i + 1) · γ)`.
+//! 1. every distinct feature hash `h` (as
+//!    [`feature_hash`](super::feature_hash) gives it) becomes
+//!    `x = h ^ SKETCH_SEED`; function `i` maps it to
+//!    `(x ^ key_i) · multiplier_i` (wrapping), with `key_i = mix(2i + 1)`
+//!    and `multiplier_i = mix(2i + 2) | 1`; `min_i` is the smallest value;
+//! 2. bit `i` is the low bit of `mix(min_i ^ (i + 1) · γ)`, stored as bit
+//!    `i % 8` of byte `i / 8` (bytes 0 to 61);
+//! 3. bytes 62 and 63 hold the number of distinct features, a
+//!    little-endian `u16` saturating at 65,535.
 //!
 //! `mix` is SplitMix64's finaliser and `γ` its increment
-//! (`0x9e3779b97f4a7c15`); the bytes are little-endian bit order (bit `i`
-//! is bit `i % 8` of byte `i / 8`). storage-format.md, "Sketches", has the
-//! same definition with test vectors.
+//! (`0x9e3779b97f4a7c15`). storage-format.md, "Sketches", has the same
+//! definition with a test vector.
 //!
-//! Two sets with Jaccard similarity `J` agree on each bin's minimum with
-//! probability `J`, and on each bit with probability `(1 + J) / 2`. The
-//! first 64 bits serve as a fingerprint ([`Sketch::fingerprint`]): two
-//! documents differ in each of its bits with probability `(1 − J) / 2`.
-//! The similarity is estimated from the other 448 bits, so that it stays
-//! unbiased for candidates chosen because their fingerprints are near:
-//! `Ĵ = 2a − 1` for the share `a` of those bits that agree, with standard
-//! deviation `sqrt((1 − J²) / 448)`: 0.028 at `J = 0.8`, 0.021 at
-//! `J = 0.9`.
+//! Two sets with Jaccard similarity `J` have the same minimum under each
+//! function with probability `J`, so they agree on each bit with
+//! probability `(1 + J) / 2`, independently from function to function
+//! whatever the sets' sizes. The first 64 bits serve as a fingerprint
+//! ([`Sketch::fingerprint`]): two documents differ in each of its bits
+//! with probability `(1 − J) / 2`. The similarity is estimated from the
+//! next 432 bits, so that it stays unbiased for candidates chosen because
+//! their fingerprints are near: `Ĵ = 2a − 1` for the share `a` of those
+//! bits that agree, with standard deviation `sqrt((1 − J²) / 432)`: 0.029
+//! at `J = 0.8`, 0.021 at `J = 0.9`. [`Sketch::recheck`] accepts a pair
+//! when the estimate clears the threshold by a margin (see
+//! [`Sketch::bar`]), never when the sizes alone rule the threshold out.
+//! Computing a sketch costs 496 multiplications per distinct feature.
 //!
 //! ```
 //! use simstore::simhash::{Fingerprinter, Sketch};
@@ -46,14 +50,31 @@
 /// Bytes of a sketch.
 pub const SKETCH_BYTES: usize = 64;
 
-/// Bins (and bits) of a sketch.
-const BINS: usize = SKETCH_BYTES * 8;
+/// Bins whose bit is kept: 64 of the fingerprint, then the estimate bits.
+const BITS: usize = 64 + ESTIMATE_BITS;
+
+/// Bits the similarity is estimated from.
+const ESTIMATE_BITS: usize = 432;
 
 /// Seed remixed into feature hashes before binning (ASCII "sketch01").
 pub const SKETCH_SEED: u64 = 0x736b_6574_6368_3031;
 
 /// SplitMix64's increment.
 const GAMMA: u64 = 0x9e37_79b9_7f4a_7c15;
+
+/// The hash functions `x ↦ (x ^ key_i) · multiplier_i` (wrapping), `i` in
+/// `0..BITS`: `key_i = mix(2i + 1)`, `multiplier_i = mix(2i + 2) | 1`.
+fn functions() -> (&'static [u64; BITS], &'static [u64; BITS]) {
+    type Table = ([u64; BITS], [u64; BITS]);
+    static TABLE: std::sync::OnceLock<Table> = std::sync::OnceLock::new();
+    let (keys, multipliers) = TABLE.get_or_init(|| {
+        (
+            std::array::from_fn(|i| mix(2 * i as u64 + 1)),
+            std::array::from_fn(|i| mix(2 * i as u64 + 2) | 1),
+        )
+    });
+    (keys, multipliers)
+}
 
 /// SplitMix64's finaliser.
 fn mix(mut z: u64) -> u64 {
@@ -81,50 +102,76 @@ impl Sketch {
     /// The sketch of a set of feature hashes (duplicates count once);
     /// `None` for an empty set.
     pub fn of_hashes(hashes: impl IntoIterator<Item = u64>) -> Option<Self> {
-        const EMPTY: u64 = u64::MAX;
-        let mut mins = [EMPTY; BINS];
-        let mut any = false;
-        for h in hashes {
-            let z = mix(h ^ SKETCH_SEED);
-            let bin = (z >> 55) as usize;
-            let value = z & ((1 << 55) - 1);
-            mins[bin] = mins[bin].min(value);
-            any = true;
-        }
-        if !any {
+        let mut distinct: Vec<u64> = hashes.into_iter().collect();
+        if distinct.is_empty() {
             return None;
         }
+        distinct.sort_unstable();
+        distinct.dedup();
+        let (keys, multipliers) = functions();
+        let mut mins = [u64::MAX; BITS];
+        for &h in &distinct {
+            crate::simd::minima::fold(&mut mins, keys, multipliers, h ^ SKETCH_SEED);
+        }
         let mut bytes = [0u8; SKETCH_BYTES];
-        for i in 0..BINS {
-            let mut min = mins[i];
-            let mut t = 1u64;
-            while min == EMPTY {
-                min = mins[(mix(i as u64 * BINS as u64 + t) % BINS as u64) as usize];
-                t += 1;
-            }
+        for (i, &min) in mins.iter().enumerate() {
             let bit = mix(min ^ (i as u64 + 1).wrapping_mul(GAMMA)) & 1;
             bytes[i / 8] |= (bit as u8) << (i % 8);
         }
+        let features = u16::try_from(distinct.len()).unwrap_or(u16::MAX);
+        bytes[SKETCH_BYTES - 2..].copy_from_slice(&features.to_le_bytes());
         Some(Self(bytes))
     }
 
+    /// The number of distinct features sketched (saturating at 65,535).
+    pub fn features(&self) -> u32 {
+        u32::from(u16::from_le_bytes([
+            self.0[SKETCH_BYTES - 2],
+            self.0[SKETCH_BYTES - 1],
+        ]))
+    }
+
     /// The estimated Jaccard similarity of the two sketched sets:
-    /// `2a − 1` clamped to `[0, 1]`, for the share `a` of equal bits past
-    /// the first 64 (see the module documentation).
+    /// `2a − 1` clamped to `[0, 1]`, for the share `a` of the 432
+    /// estimate bits that agree (see the module documentation).
     pub fn similarity(&self, other: &Sketch) -> f64 {
-        let from = 8;
-        let bits = (SKETCH_BYTES - from) * 8;
-        let differ: u32 = self.0[from..]
-            .chunks_exact(8)
-            .zip(other.0[from..].chunks_exact(8))
-            .map(|(a, b)| {
-                let a = u64::from_le_bytes(a.try_into().expect("8 bytes"));
-                let b = u64::from_le_bytes(b.try_into().expect("8 bytes"));
-                (a ^ b).count_ones()
-            })
+        let range = 8..8 + ESTIMATE_BITS / 8;
+        let differ: u32 = self.0[range.clone()]
+            .iter()
+            .zip(&other.0[range])
+            .map(|(a, b)| (a ^ b).count_ones())
             .sum();
-        let agree = 1.0 - f64::from(differ) / bits as f64;
+        let agree = 1.0 - f64::from(differ) / ESTIMATE_BITS as f64;
         (2.0 * agree - 1.0).clamp(0.0, 1.0)
+    }
+
+    /// The estimate two documents' sketches must reach for them to be
+    /// taken as similar at `threshold` when `candidates` documents are
+    /// weighed for the same one: the threshold plus `z` standard
+    /// deviations of the estimate at the threshold, `sqrt((1 − J²) / 432)`,
+    /// with `z = max(1, sqrt(ln candidates))`, so that the best of many
+    /// candidates just under the threshold (a template's pages) is rarely
+    /// taken for a near-duplicate (the largest of `c` standard normal
+    /// errors is about `sqrt(2 ln c)`; the factor was chosen on the
+    /// measurements in bench/RESULTS.md). Infinite when the sizes alone
+    /// rule the threshold out (`min / max < threshold`).
+    pub fn bar(&self, other: &Sketch, threshold: f64, candidates: usize) -> f64 {
+        let j = threshold.clamp(0.0, 1.0);
+        let (a, b) = (f64::from(self.features()), f64::from(other.features()));
+        if a.min(b) < j * a.max(b) && a.max(b) < f64::from(u16::MAX) {
+            return f64::INFINITY;
+        }
+        let variance = (1.0 - j * j) / ESTIMATE_BITS as f64;
+        let z = (candidates.max(1) as f64).ln().sqrt().max(1.0);
+        j + z * variance.sqrt()
+    }
+
+    /// The estimated similarity of two sketched documents when it reaches
+    /// [`bar`](Self::bar) at `threshold` among `candidates`; `None`
+    /// otherwise.
+    pub fn recheck(&self, other: &Sketch, threshold: f64, candidates: usize) -> Option<f64> {
+        let s = self.similarity(other);
+        (s >= self.bar(other, threshold, candidates)).then_some(s)
     }
 
     /// The sketch's bytes, as stored.
@@ -144,16 +191,6 @@ impl Sketch {
     /// features).
     pub fn fingerprint(&self) -> u64 {
         u64::from_le_bytes(self.0[..8].try_into().expect("8 bytes"))
-    }
-
-    /// The estimate a candidate must reach to be taken as similar at
-    /// `threshold`: the threshold plus one standard deviation of the
-    /// estimate there, `J + sqrt((1 − J²) / 448)`, so that a pair just
-    /// under the threshold passes rarely (0.828 at `J = 0.8`, 0.921 at
-    /// `J = 0.9`).
-    pub fn bar(threshold: f64) -> f64 {
-        let j = threshold.clamp(0.0, 1.0);
-        j + ((1.0 - j * j) / 448.0).sqrt()
     }
 
     /// The distance within which a pair of documents with Jaccard
@@ -191,7 +228,7 @@ mod tests {
         let a = Sketch::of_hashes(set(0..900)).unwrap();
         let b = Sketch::of_hashes(set(100..1000)).unwrap();
         let j = a.similarity(&b);
-        assert!((j - 0.8).abs() < 4.0 * 0.028, "{j}");
+        assert!((j - 0.8).abs() < 4.0 * 0.029, "{j}");
         let c = Sketch::of_hashes(set(5000..6000)).unwrap();
         assert!(a.similarity(&c) < 0.15, "{}", a.similarity(&c));
         assert_eq!(a.similarity(&a), 1.0);
@@ -204,12 +241,32 @@ mod tests {
         assert_eq!(Sketch::distance_for(0.9, 64), 6);
         assert_eq!(Sketch::distance_for(0.95, 64), 3);
         assert_eq!(Sketch::distance_for(1.0, 64), 0);
-        assert!((Sketch::bar(0.8) - 0.828).abs() < 0.001);
-        assert_eq!(Sketch::bar(1.0), 1.0);
+        let big = Sketch::of_hashes(0..5000).unwrap();
+        assert!(
+            (big.bar(&big, 0.8, 1) - 0.8289).abs() < 0.0001,
+            "{}",
+            big.bar(&big, 0.8, 1)
+        );
+        assert_eq!(big.bar(&big, 1.0, 1), 1.0);
+        // Many candidates: a higher bar (z = sqrt(ln 1000) = 2.63).
+        assert!(
+            (big.bar(&big, 0.8, 1000) - 0.8759).abs() < 0.0001,
+            "{}",
+            big.bar(&big, 0.8, 1000)
+        );
+        // Sizes 10 and 20 cannot be 0.8 similar.
+        let (ten, twenty) = (
+            Sketch::of_hashes(0..10).unwrap(),
+            Sketch::of_hashes(0..20).unwrap(),
+        );
+        assert_eq!(ten.bar(&twenty, 0.8, 1), f64::INFINITY);
+        assert_eq!(ten.recheck(&twenty, 0.8, 1), None);
+        assert_eq!(ten.recheck(&ten, 0.8, 1), Some(1.0));
+        assert_eq!((ten.features(), big.features()), (10, 5000));
     }
 
     #[test]
-    fn small_sets_are_densified_and_do_not_collide() {
+    fn small_sets_do_not_collide() {
         let one = Sketch::of_hashes([1]).unwrap();
         let other = Sketch::of_hashes([2]).unwrap();
         assert!(one.similarity(&other) < 0.3, "{}", one.similarity(&other));

@@ -36,7 +36,7 @@ pub use options::{
     DEFAULT_MAX_DISTANCE, DEFAULT_MIN_MERGE_THRESHOLD, DEFAULT_TABLE_FILE_BYTES,
 };
 pub use query::Match;
-pub use sketches::Similar;
+pub use sketches::{Similar, Sketched};
 pub use stats::Stats;
 pub use verify::VerifyReport;
 pub use write::Op;
@@ -232,11 +232,12 @@ impl Store {
     }
 
     /// The stored documents within distance `k` of `fingerprint` whose
-    /// sketches estimate a Jaccard similarity to `sketch` of at least
-    /// [`Sketch::bar`]`(threshold)` (the threshold plus one standard
-    /// deviation of the estimate), most similar first. Pairs stored
-    /// without a sketch never pass: on a store without sketches the answer
-    /// is always empty. `threshold` must lie in `[0, 1]`.
+    /// sketches pass [`Sketch::recheck`] against `sketch` at `threshold`
+    /// (an estimate above the threshold by a margin that grows with the
+    /// estimate's error and the number of candidates, see
+    /// [`Sketch::bar`]), most similar first. Pairs stored without a sketch
+    /// are not candidates: on a store without sketches the answer is
+    /// always empty. `threshold` must lie in `[0, 1]`.
     pub fn query_similar(
         &self,
         fingerprint: u64,
@@ -245,6 +246,14 @@ impl Store {
         threshold: f64,
     ) -> Result<Vec<Similar>> {
         sketches::query_similar(&self.shared, fingerprint, k, sketch, threshold)
+    }
+
+    /// Every stored pair within distance `k` of `fingerprint` that has a
+    /// sketch, with it, by distance, then fingerprint, then id: the
+    /// candidates [`query_similar`](Self::query_similar) re-checks, for
+    /// callers that weigh candidates of their own beside them.
+    pub fn query_sketched(&self, fingerprint: u64, k: u32) -> Result<Vec<Sketched>> {
+        sketches::query_sketched(&self.shared, fingerprint, k)
     }
 
     /// Stores a fingerprint without a document id.

@@ -26,6 +26,20 @@ pub struct Similar {
     pub similarity: f64,
 }
 
+/// A stored pair with its sketch, within some distance of a query.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct Sketched {
+    /// Its fingerprint.
+    pub fingerprint: u64,
+    /// Its document id.
+    pub id: u64,
+    /// The Hamming distance of its fingerprint from the query's.
+    pub distance: u32,
+    /// Its sketch.
+    pub sketch: Sketch,
+}
+
 fn bad(what: String) -> Error {
     Error::corrupt(
         Location::Record {
@@ -50,10 +64,28 @@ pub(crate) fn sketch(shared: &Shared, fp: u64, id: u64) -> Result<Option<Sketch>
     }
 }
 
-/// Every stored pair within distance `k` of `fp` whose sketch estimates a
-/// similarity to `query` of at least [`Sketch::bar`]`(threshold)`, most
-/// similar first (then nearest, then smallest id). Pairs without a sketch
-/// never pass.
+/// Every stored pair within distance `k` of `fp` that has a sketch, with
+/// it, sorted by distance, then fingerprint, then id.
+pub(crate) fn query_sketched(shared: &Shared, fp: u64, k: u32) -> Result<Vec<Sketched>> {
+    let mut out = Vec::new();
+    for m in super::query::query(shared, fp, k)? {
+        for &id in &m.ids {
+            if let Some(sketch) = sketch(shared, m.fingerprint, id)? {
+                out.push(Sketched {
+                    fingerprint: m.fingerprint,
+                    id,
+                    distance: m.distance,
+                    sketch,
+                });
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// The pairs of [`query_sketched`] whose sketch passes [`Sketch::recheck`]
+/// against `query` at `threshold` among all of them, most similar first
+/// (then nearest, then smallest id).
 pub(crate) fn query_similar(
     shared: &Shared,
     fp: u64,
@@ -66,24 +98,19 @@ pub(crate) fn query_similar(
             "similarity threshold {threshold} is not between 0 and 1"
         )));
     }
-    let matches = super::query::query(shared, fp, k)?;
-    let bar = Sketch::bar(threshold);
-    let mut out = Vec::new();
-    for m in matches {
-        for &id in &m.ids {
-            if let Some(s) = sketch(shared, m.fingerprint, id)? {
-                let similarity = s.similarity(query);
-                if similarity >= bar {
-                    out.push(Similar {
-                        fingerprint: m.fingerprint,
-                        id,
-                        distance: m.distance,
-                        similarity,
-                    });
-                }
-            }
-        }
-    }
+    let candidates = query_sketched(shared, fp, k)?;
+    let mut out: Vec<Similar> = candidates
+        .iter()
+        .filter_map(|c| {
+            let similarity = c.sketch.recheck(query, threshold, candidates.len())?;
+            Some(Similar {
+                fingerprint: c.fingerprint,
+                id: c.id,
+                distance: c.distance,
+                similarity,
+            })
+        })
+        .collect();
     out.sort_by(|a, b| {
         b.similarity
             .total_cmp(&a.similarity)
