@@ -274,7 +274,7 @@ fn corrupt_and_orphan_sketches_are_reported() {
         value[3] ^= 1;
         db.put_cf(cf, key(7, 1), &value).unwrap();
         // A sketch for a pair that is not stored.
-        let orphan = simstore::format::sketches::encode_sketch(9, 3, &s);
+        let orphan = simstore::format::sketches::encode_sketch(9, 3, &s.to_bytes());
         db.put_cf(cf, key(9, 3), orphan).unwrap();
     }
     let store = Store::open(&path, &Options::new()).unwrap();

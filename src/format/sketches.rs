@@ -9,9 +9,10 @@
 //! The checksum covers the key so that a value found under another pair's
 //! key is reported, not used.
 
-use crate::simhash::{Sketch, SKETCH_BYTES};
-
 use super::keys;
+
+/// Bytes of a sketch (`simhash::Sketch`).
+pub const SKETCH_BYTES: usize = 64;
 
 /// Bytes of a sketch record's value.
 pub const SKETCH_VALUE_LEN: usize = SKETCH_BYTES + 4;
@@ -24,16 +25,15 @@ fn checksum(fp: u64, id: u64, sketch: &[u8]) -> u32 {
 }
 
 /// The value stored for the sketch of `(fp, id)`.
-pub fn encode_sketch(fp: u64, id: u64, sketch: &Sketch) -> [u8; SKETCH_VALUE_LEN] {
-    let bytes = sketch.to_bytes();
+pub fn encode_sketch(fp: u64, id: u64, sketch: &[u8; SKETCH_BYTES]) -> [u8; SKETCH_VALUE_LEN] {
     let mut out = [0u8; SKETCH_VALUE_LEN];
-    out[..SKETCH_BYTES].copy_from_slice(&bytes);
-    out[SKETCH_BYTES..].copy_from_slice(&checksum(fp, id, &bytes).to_be_bytes());
+    out[..SKETCH_BYTES].copy_from_slice(sketch);
+    out[SKETCH_BYTES..].copy_from_slice(&checksum(fp, id, sketch).to_be_bytes());
     out
 }
 
 /// The sketch stored for `(fp, id)`, or why the value is not one.
-pub fn decode_sketch(fp: u64, id: u64, value: &[u8]) -> Result<Sketch, String> {
+pub fn decode_sketch(fp: u64, id: u64, value: &[u8]) -> Result<[u8; SKETCH_BYTES], String> {
     if value.len() != SKETCH_VALUE_LEN {
         return Err(format!(
             "sketch value of {} bytes, expected {SKETCH_VALUE_LEN}",
@@ -48,7 +48,7 @@ pub fn decode_sketch(fp: u64, id: u64, value: &[u8]) -> Result<Sketch, String> {
             checksum(fp, id, body)
         ));
     }
-    Ok(Sketch::from_bytes(body.try_into().expect("64 bytes")))
+    Ok(body.try_into().expect("64 bytes"))
 }
 
 #[cfg(test)]
@@ -57,7 +57,7 @@ mod tests {
 
     #[test]
     fn round_trip_and_corruption() {
-        let sketch = Sketch::of_hashes(0..500).unwrap();
+        let sketch: [u8; SKETCH_BYTES] = std::array::from_fn(|i| i as u8 * 7);
         let value = encode_sketch(7, 9, &sketch);
         assert_eq!(decode_sketch(7, 9, &value), Ok(sketch));
         assert!(decode_sketch(7, 10, &value).is_err(), "another pair's key");

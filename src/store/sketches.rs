@@ -59,7 +59,7 @@ pub(crate) fn sketch(shared: &Shared, fp: u64, id: u64) -> Result<Option<Sketch>
     match db.get(db.family(keys::SKETCHES_FAMILY)?, &keys::id_pair(fp, id))? {
         None => Ok(None),
         Some(value) => sketches::decode_sketch(fp, id, &value)
-            .map(Some)
+            .map(|bytes| Some(Sketch::from_bytes(bytes)))
             .map_err(bad),
     }
 }

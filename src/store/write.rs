@@ -502,7 +502,7 @@ fn commit_group(shared: &Shared, group: &[Arc<Request>]) -> Result<Vec<Vec<bool>
                 Some(s) => batch.put_cf(
                     sketches_cf,
                     key,
-                    crate::format::sketches::encode_sketch(fp, id, s),
+                    crate::format::sketches::encode_sketch(fp, id, &s.to_bytes()),
                 ),
                 None => batch.delete_cf(sketches_cf, key),
             }
