@@ -142,18 +142,49 @@ fn decisions_match_brute_force_and_reruns_repeat_them() {
 
 #[test]
 fn killed_dedup_reruns_to_the_same_decisions() {
+    killed_reruns(&[], &[40, 150, 400]);
+}
+
+/// The same with sketches: each document's pair and sketch are committed
+/// together, and the store verifies with one sketch per document.
+#[test]
+fn killed_similarity_dedup_reruns_to_the_same_decisions() {
+    let (_tmp, store) = killed_reruns(&["--similarity", "0.8"], &[20, 60, 150]);
+    let verify = simstore(&["verify", store.to_str().unwrap()]);
+    let stats = simstore(&["stats", store.to_str().unwrap()]);
+    let ids = stats
+        .split("\"ids\":")
+        .nth(1)
+        .unwrap()
+        .split(',')
+        .next()
+        .unwrap();
+    assert!(
+        verify.contains("\"ok\":true") && verify.contains(&format!("\"sketches\":{ids},")),
+        "{verify} {stats}"
+    );
+}
+
+/// Runs `dedup` with `extra` arguments over the copyright files cleanly,
+/// then killed after each delay and rerun: every run prints a prefix of
+/// the clean run's lines, the last prints them all, and the store holds
+/// what the clean one does. Returns the killed runs' store (and the
+/// directory holding it).
+fn killed_reruns(extra: &[&str], delays_ms: &[u64]) -> (tempfile::TempDir, std::path::PathBuf) {
     let inputs = common::copyright_files();
     assert!(inputs.len() > 100, "too few documents: {}", inputs.len());
-    let tmp = tempfile::tempdir().unwrap();
-    let clean_store = tmp.path().join("clean");
+    let dir = tempfile::tempdir().unwrap();
+    let tmp = dir.path();
+    let clean_store = tmp.join("clean");
     let mut args = vec!["dedup".to_string(), clean_store.display().to_string()];
+    args.extend(extra.iter().map(|s| s.to_string()));
     args.extend(inputs.iter().cloned());
     let refs: Vec<&str> = args.iter().map(String::as_str).collect();
     let clean = simstore(&refs);
 
-    let store = tmp.path().join("killed");
+    let store = tmp.join("killed");
     args[1] = store.display().to_string();
-    for delay_ms in [40u64, 150, 400] {
+    for &delay_ms in delays_ms {
         let mut child = Command::new(env!("CARGO_BIN_EXE_simstore"))
             .args(&args)
             .stdout(std::process::Stdio::piped())
@@ -181,6 +212,7 @@ fn killed_dedup_reruns_to_the_same_decisions() {
         head(&stats_a),
         "the killed runs inserted something twice"
     );
+    (dir, store)
 }
 
 /// With stderr on a terminal (util-linux `script` provides one), dedup
