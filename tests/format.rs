@@ -386,3 +386,58 @@ fn example_sketch_record_matches_the_document() {
     );
     assert_eq!(decode_sketch(fp, 42, &bytes), Ok(sketch.to_bytes()));
 }
+
+#[test]
+fn example_idf_record_matches_the_document() {
+    use simstore::format::idf::{decode_idf, encode_idf};
+    let common = [(0x11, 2), (simstore::simhash::feature_hash("hello"), 3)];
+    let bytes = encode_idf(3, &common);
+    let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+    assert_eq!(
+        bytes,
+        golden("<!-- golden-idf-record -->"),
+        "encoder output: {hex}"
+    );
+    assert_eq!(decode_idf(&bytes), Ok((3, common.to_vec())));
+}
+
+/// A store created with document frequencies keeps them: reopened, it
+/// has the same; asked for others, it refuses; its record damaged, it is
+/// reported at open.
+#[test]
+fn document_frequencies_are_kept_with_the_store() {
+    use simstore::simhash::{Fingerprinter, Idf};
+    use simstore::{Error, Options, Store};
+    let f = Fingerprinter::new();
+    let docs = ["a b c d e f", "a b c x y z", "a b c d e g", "p q r s"];
+    let idf = Idf::learn(docs.iter().map(|d| f.feature_hashes(d)));
+    assert_eq!((idf.documents(), idf.common().len()), (4, 3));
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("s");
+    let store = Store::create(&path, &Options::new().idf(idf.clone())).unwrap();
+    assert_eq!(store.idf(), Some(&idf));
+    assert_eq!(store.stats().idf_documents, Some(4));
+    drop(store);
+    let store = Store::open(&path, &Options::new().idf(idf.clone())).unwrap();
+    assert_eq!(store.idf(), Some(&idf));
+    assert!(store.verify().unwrap().ok());
+    drop(store);
+    let other = Idf::learn(docs[..2].iter().map(|d| f.feature_hashes(d)));
+    assert!(matches!(
+        Store::open(&path, &Options::new().idf(other)),
+        Err(Error::IncompatibleOptions { option: "idf", .. })
+    ));
+    {
+        let db = raw_db(&path);
+        let mut bytes = db.get(b"idf").unwrap().unwrap();
+        bytes[3] ^= 1;
+        db.put(b"idf", bytes).unwrap();
+    }
+    assert!(matches!(
+        Store::open(&path, &Options::new()),
+        Err(Error::Corrupt { .. })
+    ));
+    // A store created without them has none.
+    let plain = Store::create(dir.path().join("p"), &Options::new()).unwrap();
+    assert_eq!((plain.idf(), plain.stats().idf_documents), (None, None));
+}

@@ -175,6 +175,12 @@ pub enum Command {
         /// document is stored.
         #[arg(long, value_parser = jaccard)]
         similarity: Option<f64>,
+        /// Creating the store, learn document frequencies from the first N
+        /// documents and keep them with it: every fingerprint of the store
+        /// then weighs a feature by term frequency times ln((N + 1) / (df +
+        /// 1)), so features most documents share (templates) weigh little.
+        #[arg(long, conflicts_with = "similarity", value_name = "N")]
+        idf_sample: Option<usize>,
         #[command(flatten)]
         doc: DocArgs,
     },

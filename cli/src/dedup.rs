@@ -17,7 +17,7 @@ use std::io::{BufRead, BufReader, IsTerminal, Seek, Write};
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use simstore::simhash::{Fingerprinter, Sketch};
+use simstore::simhash::{Fingerprinter, Idf, Sketch};
 use simstore::{Op, Options, Store};
 
 use super::docs::{files, map_parallel, Document, Source};
@@ -105,6 +105,9 @@ pub struct Dedup<'a> {
     pub k: Option<u32>,
     /// Re-check candidates with sketches at this Jaccard similarity.
     pub similarity: Option<f64>,
+    /// Creating the store, learn document frequencies from this many
+    /// first documents.
+    pub idf_sample: Option<usize>,
     /// How to read documents.
     pub source: &'a Source,
     /// How to fingerprint them.
@@ -128,7 +131,7 @@ struct Counts {
 impl Dedup<'_> {
     /// Processes every input; returns how many were skipped with warnings.
     pub fn run(&self, inputs: &[PathBuf], out: &mut impl Write) -> Result<usize, Failure> {
-        let store = self.open_store()?;
+        let store = self.open_store(inputs)?;
         let k = match self.similarity {
             Some(j) => self
                 .k
@@ -210,10 +213,29 @@ impl Dedup<'_> {
     /// `similarity`, with sketches and the distance the threshold needs.
     /// A store with sketches is for `--similarity` only, and the other way
     /// round (its fingerprints are of another kind).
-    fn open_store(&self) -> Result<Store, Failure> {
+    fn open_store(&self, inputs: &[PathBuf]) -> Result<Store, Failure> {
         let base = Options::new().trim_allocator(true);
         let Some(j) = self.similarity else {
-            return Ok(Store::open_or_create(self.dir, &base.sketches(false))?);
+            let empty = std::fs::read_dir(self.dir).map_or(true, |mut e| e.next().is_none());
+            let store = match (self.idf_sample, empty) {
+                (Some(n), true) => {
+                    let mut options = base.sketches(false).idf(self.learn(inputs, n));
+                    if let Some(k) = self.k {
+                        options = options.max_distance(k);
+                    }
+                    Store::create(self.dir, &options)?
+                }
+                _ => Store::open_or_create(self.dir, &base.sketches(false))?,
+            };
+            if let (Some(n), None) = (self.idf_sample, store.idf()) {
+                return Err(simstore::Error::IncompatibleOptions {
+                    option: "idf",
+                    stored: "none".into(),
+                    requested: format!("a sample of {n} documents"),
+                }
+                .into());
+            }
+            return Ok(store);
         };
         if !(0.0..=1.0).contains(&j) {
             return Err(simstore::Error::InvalidArgument(format!(
@@ -233,6 +255,28 @@ impl Dedup<'_> {
         }
     }
 
+    /// Document frequencies of the first `n` readable documents of the
+    /// inputs.
+    fn learn(&self, inputs: &[PathBuf], n: usize) -> Idf {
+        let mut sample: Vec<Document> = Vec::new();
+        for file in files(inputs).into_iter().flatten() {
+            if sample.len() >= n {
+                break;
+            }
+            self.source.documents(&file, &mut |doc| {
+                if sample.len() < n {
+                    sample.push(doc);
+                }
+            });
+        }
+        let hashes = map_parallel(&sample, |d| {
+            d.text()
+                .map(|t| self.fingerprinter.feature_hashes(&t))
+                .unwrap_or_default()
+        });
+        Idf::learn(hashes.iter().filter(|h| !h.is_empty()))
+    }
+
     /// Decides a chunk in order: fingerprints in parallel, then queries,
     /// one commit of the new documents, one log append, then output.
     fn process(
@@ -245,7 +289,7 @@ impl Dedup<'_> {
         out: &mut impl Write,
     ) -> Result<(), Failure> {
         let docs = std::mem::take(chunk);
-        let fps = self.fingerprint_all(&docs);
+        let fps = self.fingerprint_all(&docs, store.idf());
         let mut entries: Vec<(String, String)> = Vec::new();
         let mut inserts = Vec::new();
         // Documents of this chunk that will be stored, not yet in the
@@ -413,7 +457,11 @@ impl Dedup<'_> {
     /// Fingerprints documents on all cores, results in input order: with
     /// `similarity`, each document's sketch and the fingerprint it gives
     /// ([`Sketch::fingerprint`]); else its simhash.
-    fn fingerprint_all(&self, docs: &[Document]) -> Vec<Result<(u64, Option<Sketch>), String>> {
+    fn fingerprint_all(
+        &self,
+        docs: &[Document],
+        idf: Option<&Idf>,
+    ) -> Vec<Result<(u64, Option<Sketch>), String>> {
         map_parallel(docs, |d| {
             let empty = || format!("{}: empty document (no words)", d.name);
             if self.similarity.is_some() {
@@ -422,7 +470,11 @@ impl Dedup<'_> {
                 Ok((sketch.fingerprint(), Some(sketch)))
             } else {
                 let text = d.text()?;
-                let s = self.fingerprinter.fingerprint(&text).ok_or_else(empty)?;
+                let s = match idf {
+                    Some(idf) => self.fingerprinter.fingerprint_idf(&text, idf),
+                    None => self.fingerprinter.fingerprint(&text),
+                }
+                .ok_or_else(empty)?;
                 Ok((s.fingerprint, None))
             }
         })

@@ -90,7 +90,7 @@ pub fn stats(s: &Stats) -> String {
             "{{\"fingerprints\":{},\"ids\":{},\"tables\":{},\"max_distance\":{},\"blocks\":{},",
             "\"pending\":{},\"tombstones\":{},\"bytes_on_disk\":{},\"table_bytes\":{},",
             "\"prefix_bits\":{},\"plan_blocks\":{},\"expected_size\":{},\"compaction_error\":{},",
-            "\"tables_in_memory\":{},\"id_bytes\":{},\"sketches\":{}}}"
+            "\"tables_in_memory\":{},\"id_bytes\":{},\"sketches\":{},\"idf_documents\":{}}}"
         ),
         s.fingerprints,
         s.ids,
@@ -110,6 +110,8 @@ pub fn stats(s: &Stats) -> String {
         s.tables_in_memory,
         s.id_bytes,
         s.sketches,
+        s.idf_documents
+            .map_or("null".to_string(), |n| n.to_string()),
     )
 }
 

@@ -150,6 +150,7 @@ fn dispatch(command: Command) -> Result<(), Failure> {
             inputs,
             max_distance,
             similarity,
+            idf_sample,
             doc,
         } => {
             let (source, fingerprinter) = (doc.source(), doc.fingerprinter());
@@ -157,6 +158,7 @@ fn dispatch(command: Command) -> Result<(), Failure> {
                 dir: &dir,
                 k: max_distance,
                 similarity,
+                idf_sample,
                 source: &source,
                 fingerprinter: &fingerprinter,
             };

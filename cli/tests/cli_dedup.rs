@@ -390,3 +390,57 @@ fn similarity_and_plain_stores_do_not_mix() {
         Some(6)
     );
 }
+
+/// `dedup --idf-sample N` learns document frequencies from the first N
+/// documents when it creates the store, and its decisions are plain
+/// dedup's over the fingerprints those frequencies weigh; a rerun uses the
+/// stored frequencies and repeats them; the option is refused beside
+/// `--similarity` (exit 2) and on a store created without (exit 4).
+#[test]
+fn idf_sample_decisions_match_brute_force() {
+    use simstore::simhash::{Fingerprinter, Idf};
+    let tmp = tempfile::tempdir().unwrap();
+    let docs = tmp.path().join("docs");
+    corpus(&docs);
+    let d = docs.to_str().unwrap();
+    let mut paths: Vec<std::path::PathBuf> = std::fs::read_dir(&docs)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    paths.sort();
+    let texts: Vec<String> = paths
+        .iter()
+        .map(|p| std::fs::read_to_string(p).unwrap())
+        .collect();
+    let f = Fingerprinter::new();
+    let idf = Idf::learn(texts[..6].iter().map(|t| f.feature_hashes(t)));
+    let hashes: String = paths
+        .iter()
+        .zip(&texts)
+        .map(|(p, t)| {
+            let fp = f.fingerprint_idf(t, &idf).unwrap().fingerprint;
+            format!("{fp:016x}\t{}\n", p.display())
+        })
+        .collect();
+    let expect = brute_force(&hashes, 3);
+
+    let store = tmp.path().join("store");
+    let s = store.to_str().unwrap();
+    let first = simstore(&["dedup", s, "--idf-sample", "6", d]);
+    assert_eq!(first.lines().collect::<Vec<_>>(), expect);
+    assert!(simstore(&["stats", s]).contains("\"idf_documents\":6"));
+    assert_eq!(simstore(&["dedup", s, d]), first);
+
+    let bin = env!("CARGO_BIN_EXE_simstore");
+    let code = |args: &[&str]| common::run_bin(bin, args, "").status.code();
+    let fresh = tmp.path().join("fresh");
+    let f = fresh.to_str().unwrap();
+    assert_eq!(
+        code(&["dedup", f, "--idf-sample", "6", "--similarity", "0.8", d]),
+        Some(2)
+    );
+    let plain = tmp.path().join("plain");
+    let p = plain.to_str().unwrap();
+    simstore(&["dedup", p, d]);
+    assert_eq!(code(&["dedup", p, "--idf-sample", "6", d]), Some(4));
+}

@@ -48,6 +48,10 @@ pub const MANIFEST: &[u8] = b"manifest";
 /// Key of the counters record in the default column family.
 pub const COUNTERS: &[u8] = b"counters";
 
+/// Key of the document-frequency record in the default family (format 4,
+/// stores created with one).
+pub const IDF: &[u8] = b"idf";
+
 /// Key of the table files record in the default column family: present
 /// only while a commit's table files are being ingested.
 pub const TABLE_FILES: &[u8] = b"table-files";

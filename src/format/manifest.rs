@@ -8,7 +8,8 @@
 //! ```
 //!
 //! `features` bit 0: the store keeps a similarity sketch per pair (the
-//! `sketches` family); the other bits are zero.
+//! `sketches` family); bit 1: it holds a document-frequency record; the
+//! other bits are zero.
 
 use zerocopy::byteorder::{BigEndian, U16, U64};
 use zerocopy::{FromBytes, Immutable, IntoBytes, KnownLayout, Unaligned};
@@ -57,10 +58,16 @@ pub struct Manifest {
     /// Whether the store keeps a similarity sketch per pair (format 4 and
     /// later; always false before).
     pub sketches: bool,
+    /// Whether the store holds a document-frequency record (format 4 and
+    /// later).
+    pub idf: bool,
 }
 
 /// `features` bit: sketches are kept.
 const FEATURE_SKETCHES: u8 = 1;
+
+/// `features` bit: a document-frequency record is held.
+const FEATURE_IDF: u8 = 2;
 
 /// Why a manifest could not be read.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -90,7 +97,14 @@ impl Manifest {
             out.extend_from_slice(t.permutation.source());
         }
         if self.version >= 4 {
-            out.push(if self.sketches { FEATURE_SKETCHES } else { 0 });
+            let mut features = 0;
+            if self.sketches {
+                features |= FEATURE_SKETCHES;
+            }
+            if self.idf {
+                features |= FEATURE_IDF;
+            }
+            out.push(features);
         }
         seal(out)
     }
@@ -120,7 +134,7 @@ impl Manifest {
             },
             _ => (rest, 0),
         };
-        if features & !FEATURE_SKETCHES != 0 {
+        if features & !(FEATURE_SKETCHES | FEATURE_IDF) != 0 {
             return Err(corrupt(format!("unknown features {features:#04x}")));
         }
         if rest.len() != usize::from(header.tables) * TABLE_ENTRY_LEN {
@@ -167,6 +181,7 @@ impl Manifest {
             block_size: header.block_size.get(),
             expected_size: header.expected_size.get(),
             sketches: features & FEATURE_SKETCHES != 0,
+            idf: features & FEATURE_IDF != 0,
         })
     }
 }
@@ -183,6 +198,7 @@ mod tests {
             block_size: 1024,
             expected_size: 1 << 30,
             sketches: true,
+            idf: true,
         };
         let bytes = m.encode();
         assert_eq!(bytes.len(), 23 + 10 * 65 + 1 + 4);
@@ -200,6 +216,7 @@ mod tests {
             let older = Manifest {
                 version,
                 sketches: false,
+                idf: false,
                 ..m.clone()
             };
             let bytes = older.encode();
@@ -208,12 +225,13 @@ mod tests {
         }
         let plain = Manifest {
             sketches: false,
+            idf: false,
             ..m.clone()
         };
         assert_eq!(Manifest::decode(&plain.encode()).unwrap(), plain);
         let mut unknown = plain.encode();
         let at = unknown.len() - 5;
-        unknown[at] = 2;
+        unknown[at] = 4;
         let body = unknown.len() - 4;
         let crc = crate::format::crc(&unknown[..body]).to_be_bytes();
         unknown[body..].copy_from_slice(&crc);

@@ -2,6 +2,7 @@
 //! manifest, stored Huffman codes, counters and the directory marker.
 //! Pure encoding and decoding; storage-format.md is the normative text.
 
+pub mod idf;
 pub mod ids;
 pub mod keys;
 pub mod manifest;

@@ -20,6 +20,7 @@
 mod features;
 #[cfg(feature = "html")]
 mod html;
+mod idf;
 #[cfg(feature = "html")]
 mod scan;
 mod sketch;
@@ -29,6 +30,7 @@ use std::collections::HashMap;
 pub use features::{char_shingles, tokens, word_shingles, STOP_WORDS};
 #[cfg(feature = "html")]
 pub use html::visible_text;
+pub use idf::Idf;
 #[cfg(feature = "html")]
 pub use scan::visible_text_fast;
 pub use sketch::{Sketch, SKETCH_BYTES, SKETCH_SEED};
@@ -185,6 +187,20 @@ impl Fingerprinter {
     pub fn fingerprint(&self, text: &str) -> Option<Simhash> {
         let hashes = self.feature_hashes(text);
         (!hashes.is_empty()).then(|| simhash_counted(&hashes))
+    }
+
+    /// The simhash of a text with term frequency times inverse document
+    /// frequency weights ([`Idf::weight`]); `None` when the text has no
+    /// tokens.
+    pub fn fingerprint_idf(&self, text: &str, idf: &Idf) -> Option<Simhash> {
+        let hashes = self.feature_hashes(text);
+        (!hashes.is_empty()).then(|| {
+            simhash(
+                hashes
+                    .iter()
+                    .map(|&(h, tf)| (h, f64::from(tf) * idf.weight(h))),
+            )
+        })
     }
 
     /// The similarity [`Sketch`] of a text's feature set (the features

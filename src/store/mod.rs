@@ -226,6 +226,13 @@ impl Store {
         sketches::sketch(&self.shared, fingerprint, id)
     }
 
+    /// The document frequencies kept with the store ([`Options::idf`]),
+    /// with which its documents' fingerprints are weighed
+    /// ([`Fingerprinter::fingerprint_idf`](crate::simhash::Fingerprinter::fingerprint_idf)).
+    pub fn idf(&self) -> Option<&crate::simhash::Idf> {
+        self.shared.idf.as_ref()
+    }
+
     /// Whether the store keeps similarity sketches ([`Options::sketches`]).
     pub fn keeps_sketches(&self) -> bool {
         self.shared.sketches

@@ -44,6 +44,7 @@ pub(crate) fn create(dir: &Path, options: &Options) -> Result<Shared> {
         block_size: block_size as u16,
         expected_size,
         sketches: options.sketches.unwrap_or(false),
+        idf: options.idf.is_some(),
     };
     // Build the store in a staging directory and rename it into place, so
     // a crash during creation leaves `dir` as it was.
@@ -53,6 +54,13 @@ pub(crate) fn create(dir: &Path, options: &Options) -> Result<Shared> {
         let mut batch = storage::batch();
         let default = db.default_family()?;
         batch.put_cf(default, keys::MANIFEST, manifest.encode());
+        if let Some(idf) = &options.idf {
+            batch.put_cf(
+                default,
+                keys::IDF,
+                crate::format::idf::encode_idf(idf.documents(), idf.common()),
+            );
+        }
         batch.put_cf(
             default,
             keys::COUNTERS,
@@ -252,6 +260,23 @@ fn scan_table(db: &Db, t: usize, codes: Arc<Codebook>, on_disk: bool) -> Result<
     Ok(TableState::on_disk(t, block_keys, sizes, codes, source))
 }
 
+/// The document-frequency record of a store whose manifest says it has one.
+pub(crate) fn read_idf(db: &Db) -> Result<crate::simhash::Idf> {
+    let bad = |what: String| {
+        Error::corrupt(
+            Location::Record {
+                family: storage::DEFAULT_FAMILY,
+            },
+            what,
+        )
+    };
+    let bytes = db
+        .get(db.default_family()?, keys::IDF)?
+        .ok_or_else(|| bad("the manifest names an idf record, which is missing".into()))?;
+    let (documents, common) = crate::format::idf::decode_idf(&bytes).map_err(bad)?;
+    Ok(crate::simhash::Idf::from_parts(documents, common))
+}
+
 /// The manifest of `shared`'s store at `version`.
 fn manifest_of(shared: &Shared, version: u16) -> Manifest {
     Manifest {
@@ -260,6 +285,7 @@ fn manifest_of(shared: &Shared, version: u16) -> Manifest {
         block_size: shared.block_size as u16,
         expected_size: shared.expected_size,
         sketches: shared.sketches,
+        idf: shared.idf.is_some(),
     }
 }
 
@@ -324,6 +350,30 @@ pub(crate) fn read_overlay(db: &Db) -> Result<Overlay> {
 
 /// Rebuilds the in-memory state from the database.
 fn load(dir: &Path, db: Db, manifest: Manifest, options: &Options) -> Result<Shared> {
+    let idf = if manifest.idf {
+        Some(read_idf(&db)?)
+    } else {
+        None
+    };
+    if let (Some(asked), stored) = (&options.idf, &idf) {
+        if stored.as_ref() != Some(asked) {
+            return Err(Error::IncompatibleOptions {
+                option: "idf",
+                stored: stored.as_ref().map_or("none".into(), |i| {
+                    format!(
+                        "{} documents, {} common features",
+                        i.documents(),
+                        i.common().len()
+                    )
+                }),
+                requested: format!(
+                    "{} documents, {} common features",
+                    asked.documents(),
+                    asked.common().len()
+                ),
+            });
+        }
+    }
     let plan = manifest.plan;
     let tables = plan.tables().len();
 
@@ -446,6 +496,7 @@ fn load(dir: &Path, db: Db, manifest: Manifest, options: &Options) -> Result<Sha
         block_size: usize::from(manifest.block_size),
         expected_size: manifest.expected_size,
         sketches: manifest.sketches,
+        idf,
         options: options.clone(),
         state: RwLock::new(state),
         locks: Locks::default(),

@@ -101,6 +101,7 @@ pub struct Options {
     pub(crate) query_threads: Option<usize>,
     pub(crate) trim_allocator: bool,
     pub(crate) sketches: Option<bool>,
+    pub(crate) idf: Option<crate::simhash::Idf>,
 }
 
 impl Options {
@@ -142,6 +143,19 @@ impl Options {
     /// [`Store::sketch`]: crate::Store::sketch
     pub fn sketches(mut self, keep: bool) -> Self {
         self.sketches = Some(keep);
+        self
+    }
+
+    /// Document frequencies learned from a sample of the collection, kept
+    /// with the store (creation; default none) so that every later
+    /// fingerprint is weighed alike ([`Store::idf`],
+    /// [`Fingerprinter::fingerprint_idf`]). Given when opening, it must
+    /// match the store's.
+    ///
+    /// [`Store::idf`]: crate::Store::idf
+    /// [`Fingerprinter::fingerprint_idf`]: crate::simhash::Fingerprinter::fingerprint_idf
+    pub fn idf(mut self, idf: crate::simhash::Idf) -> Self {
+        self.idf = Some(idf);
         self
     }
 

@@ -25,6 +25,8 @@ pub(crate) struct Shared {
     pub expected_size: u64,
     /// Whether a similarity sketch is kept per pair.
     pub sketches: bool,
+    /// The document frequencies kept with the store, if any.
+    pub idf: Option<crate::simhash::Idf>,
     pub options: Options,
     /// What queries read. Held for reading during a query; for writing
     /// only to apply a committed change.

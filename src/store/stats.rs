@@ -44,6 +44,9 @@ pub struct Stats {
     pub tables_in_memory: bool,
     /// Whether the store keeps similarity sketches.
     pub sketches: bool,
+    /// The number of sample documents of the store's document
+    /// frequencies, if it has them.
+    pub idf_documents: Option<u32>,
 }
 
 pub(crate) fn stats(shared: &Shared) -> Stats {
@@ -65,6 +68,7 @@ pub(crate) fn stats(shared: &Shared) -> Stats {
         compaction_error: shared.health.last_failure(),
         tables_in_memory: state.tables.iter().all(|t| t.in_memory()),
         sketches: shared.sketches,
+        idf_documents: shared.idf.as_ref().map(|i| i.documents()),
     }
 }
 

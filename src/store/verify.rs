@@ -231,6 +231,11 @@ fn check_records(
     }
     let pairs = check_ids(shared, state, &mut note)?;
     report.sketches = super::sketches::check(shared, state, &mut note)?;
+    if shared.idf.is_some() {
+        if let Err(e) = super::open::read_idf(db) {
+            note(format!("idf: {e}"));
+        }
+    }
     if pairs != state.ids {
         note(format!(
             "{pairs} (fingerprint, id) pairs stored, counters say {}",
