@@ -441,3 +441,51 @@ fn document_frequencies_are_kept_with_the_store() {
     let plain = Store::create(dir.path().join("p"), &Options::new()).unwrap();
     assert_eq!((plain.idf(), plain.stats().idf_documents), (None, None));
 }
+
+/// The stores written by the release of format 4 (`make-format-4.sh`):
+/// the plain one answers as that release did; the one `dedup
+/// --similarity` made holds, for each document, the sketch this build
+/// computes from its text (the sketch definition has not moved), and
+/// verifies clean.
+#[test]
+fn format_4_stores_of_the_last_release_open_as_written() {
+    use simstore::simhash::Fingerprinter;
+    use simstore::{Options, Store};
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("s");
+    let (queries, want) = fixture("format-4", &path);
+    let store = Store::open(&path, &Options::new()).unwrap();
+    assert_eq!(answer_lines(&store, &queries), want);
+    assert!(store.verify().unwrap().ok());
+    drop(store);
+    drop(upgraded(&path));
+
+    let fixtures = std::path::Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures"));
+    let path = dir.path().join("k");
+    copy_tree(&fixtures.join("format-4-sketches"), &path);
+    let store = Store::open(&path, &Options::new().sketches(true)).unwrap();
+    let report = store.verify().unwrap();
+    assert!(report.ok(), "{:?}", report.problems);
+    assert_eq!(report.sketches, 60);
+    let jsonl = std::fs::read_to_string(fixtures.join("format-4-sketches.jsonl")).unwrap();
+    let f = Fingerprinter::new();
+    for (n, line) in jsonl.lines().enumerate() {
+        let text = line
+            .split("\"text\": \"")
+            .nth(1)
+            .and_then(|t| t.strip_suffix("\"}"))
+            .unwrap();
+        let sketch = f.sketch(text).unwrap();
+        assert_eq!(
+            store.sketch(sketch.fingerprint(), n as u64).unwrap(),
+            Some(sketch),
+            "document {n}"
+        );
+        let similar = store
+            .query_similar(sketch.fingerprint(), 8, &sketch, 0.8)
+            .unwrap();
+        assert!(similar
+            .iter()
+            .any(|s| s.id == n as u64 && s.similarity == 1.0));
+    }
+}
