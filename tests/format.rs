@@ -293,7 +293,6 @@ fn answer_lines(store: &simstore::Store, queries: &[u64]) -> Vec<String> {
 /// `ids` family, and answers the same after a reopen and a compaction.
 #[test]
 fn format_2_stores_of_the_last_release_are_upgraded_when_opened() {
-    use simstore::{Options, Store};
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("s");
     let (queries, want) = format_2_fixture(&path);
@@ -306,16 +305,7 @@ fn format_2_stores_of_the_last_release_are_upgraded_when_opened() {
         "a fingerprint with several ids"
     );
 
-    let store = Store::open(&path, &Options::new()).unwrap();
-    assert_eq!(answer_lines(&store, &queries), want);
-    let report = store.verify().unwrap();
-    assert!(report.ok(), "{:?}", report.problems);
-    let stats = store.stats();
-    assert_eq!(
-        (stats.fingerprints, stats.ids, stats.pending),
-        (2658, 2766, 120)
-    );
-    drop(store);
+    drop(opened_as_written(&path, &queries, &want));
     {
         let db = upgraded(&path);
         let ids = db.cf_handle("ids").unwrap();
@@ -327,12 +317,7 @@ fn format_2_stores_of_the_last_release_are_upgraded_when_opened() {
         let blocks = db.cf_handle("id-blocks").unwrap();
         assert!(db.iterator_cf(blocks, rocksdb::IteratorMode::Start).count() > 100);
     }
-    let store = Store::open(&path, &Options::new().warm(false)).unwrap();
-    assert_eq!(answer_lines(&store, &queries), want);
-    store.compact().unwrap();
-    assert_eq!(answer_lines(&store, &queries), want);
-    assert!(store.verify().unwrap().ok());
-    assert_eq!(store.stats().ids, 2766);
+    reopened_and_compacted(&path, &queries, &want);
 }
 
 /// A store written by the last release of format 3 (`tests/fixtures/`,
@@ -342,13 +327,24 @@ fn format_2_stores_of_the_last_release_are_upgraded_when_opened() {
 /// sketches, and answers the same after a reopen and a compaction.
 #[test]
 fn format_3_stores_of_the_last_release_are_upgraded_when_opened() {
-    use simstore::{Options, Store};
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("s");
     let (queries, want) = fixture("format-3", &path);
     assert_eq!(want.len(), 804);
-    let store = Store::open(&path, &Options::new()).unwrap();
-    assert_eq!(answer_lines(&store, &queries), want);
+    let store = opened_as_written(&path, &queries, &want);
+    assert!(!store.stats().sketches && !store.keeps_sketches());
+    drop(store);
+    drop(upgraded(&path));
+    reopened_and_compacted(&path, &queries, &want);
+}
+
+/// Opens the fixture store copied to `path` (made by the operations of
+/// `make-format-2.sh`) and checks it answers `queries` as `want` says,
+/// verifies clean and holds the fixture's counts.
+fn opened_as_written(path: &std::path::Path, queries: &[u64], want: &[String]) -> simstore::Store {
+    use simstore::{Options, Store};
+    let store = Store::open(path, &Options::new()).unwrap();
+    assert_eq!(answer_lines(&store, queries), want);
     let report = store.verify().unwrap();
     assert!(report.ok(), "{:?}", report.problems);
     let stats = store.stats();
@@ -356,14 +352,20 @@ fn format_3_stores_of_the_last_release_are_upgraded_when_opened() {
         (stats.fingerprints, stats.ids, stats.pending),
         (2658, 2766, 120)
     );
-    assert!(!stats.sketches && !store.keeps_sketches());
-    drop(store);
-    drop(upgraded(&path));
-    let store = Store::open(&path, &Options::new().warm(false)).unwrap();
-    assert_eq!(answer_lines(&store, &queries), want);
+    store
+}
+
+/// Reopens the store at `path` with its tables left on disk, and checks it
+/// answers `queries` as `want` says before and after a compaction, then
+/// verifies clean with every pair kept.
+fn reopened_and_compacted(path: &std::path::Path, queries: &[u64], want: &[String]) {
+    use simstore::{Options, Store};
+    let store = Store::open(path, &Options::new().warm(false)).unwrap();
+    assert_eq!(answer_lines(&store, queries), want);
     store.compact().unwrap();
-    assert_eq!(answer_lines(&store, &queries), want);
+    assert_eq!(answer_lines(&store, queries), want);
     assert!(store.verify().unwrap().ok());
+    assert_eq!(store.stats().ids, 2766);
 }
 
 /// The sketch record of the document's example: the sketch of the test
@@ -454,10 +456,7 @@ fn format_4_stores_of_the_last_release_open_as_written() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("s");
     let (queries, want) = fixture("format-4", &path);
-    let store = Store::open(&path, &Options::new()).unwrap();
-    assert_eq!(answer_lines(&store, &queries), want);
-    assert!(store.verify().unwrap().ok());
-    drop(store);
+    drop(opened_as_written(&path, &queries, &want));
     drop(upgraded(&path));
 
     let fixtures = std::path::Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures"));

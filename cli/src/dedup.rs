@@ -214,19 +214,18 @@ impl Dedup<'_> {
     /// A store with sketches is for `--similarity` only, and the other way
     /// round (its fingerprints are of another kind).
     fn open_store(&self, inputs: &[PathBuf]) -> Result<Store, Failure> {
-        let base = Options::new().trim_allocator(true);
-        let Some(j) = self.similarity else {
-            let empty = std::fs::read_dir(self.dir).map_or(true, |mut e| e.next().is_none());
-            let store = match (self.idf_sample, empty) {
-                (Some(n), true) => {
-                    let mut options = base.sketches(false).idf(self.learn(inputs, n));
-                    if let Some(k) = self.k {
-                        options = options.max_distance(k);
-                    }
-                    Store::create(self.dir, &options)?
-                }
-                _ => Store::open_or_create(self.dir, &base.sketches(false))?,
-            };
+        if let Some(j) = self.similarity.filter(|j| !(0.0..=1.0).contains(j)) {
+            return Err(simstore::Error::InvalidArgument(format!(
+                "similarity {j} is not between 0 and 1"
+            ))
+            .into());
+        }
+        let options = Options::new()
+            .trim_allocator(true)
+            .sketches(self.similarity.is_some());
+        let empty = std::fs::read_dir(self.dir).map_or(true, |mut e| e.next().is_none());
+        if !empty {
+            let store = Store::open(self.dir, &options)?;
             if let (Some(n), None) = (self.idf_sample, store.idf()) {
                 return Err(simstore::Error::IncompatibleOptions {
                     option: "idf",
@@ -236,23 +235,22 @@ impl Dedup<'_> {
                 .into());
             }
             return Ok(store);
+        }
+        let options = match (self.similarity, self.idf_sample) {
+            (Some(j), _) => options.max_distance(
+                self.k
+                    .unwrap_or_else(|| Sketch::distance_for(j, MAX_DISTANCE)),
+            ),
+            (None, Some(n)) => {
+                let options = options.idf(self.learn(inputs, n));
+                match self.k {
+                    Some(k) => options.max_distance(k),
+                    None => options,
+                }
+            }
+            (None, None) => options,
         };
-        if !(0.0..=1.0).contains(&j) {
-            return Err(simstore::Error::InvalidArgument(format!(
-                "similarity {j} is not between 0 and 1"
-            ))
-            .into());
-        }
-        let empty = std::fs::read_dir(self.dir).map_or(true, |mut e| e.next().is_none());
-        let options = base.sketches(true);
-        if empty {
-            let k = self
-                .k
-                .unwrap_or_else(|| Sketch::distance_for(j, MAX_DISTANCE));
-            Ok(Store::create(self.dir, &options.max_distance(k))?)
-        } else {
-            Ok(Store::open(self.dir, &options)?)
-        }
+        Ok(Store::create(self.dir, &options)?)
     }
 
     /// Document frequencies of the first `n` readable documents of the

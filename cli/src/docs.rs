@@ -29,22 +29,27 @@ impl Document {
     /// The document's text (for HTML, its visible text: the costly part,
     /// left to the caller's threads), or why it is skipped.
     pub fn text(&self) -> Result<std::borrow::Cow<'_, str>, String> {
-        let contents = self.contents.as_deref().map_err(Clone::clone)?;
         #[cfg(feature = "html")]
-        if self.html {
-            return Ok(simstore::simhash::visible_text(contents).into());
-        }
-        Ok(contents.into())
+        return self.text_by(simstore::simhash::visible_text);
+        #[cfg(not(feature = "html"))]
+        self.text_by(str::to_string)
     }
 
     /// [`text`](Self::text), HTML read by the one-pass scanner that
     /// sketches are defined with (`simhash::visible_text_fast`) instead
     /// of the parser.
     pub fn scanned_text(&self) -> Result<std::borrow::Cow<'_, str>, String> {
-        let contents = self.contents.as_deref().map_err(Clone::clone)?;
         #[cfg(feature = "html")]
+        return self.text_by(simstore::simhash::visible_text_fast);
+        #[cfg(not(feature = "html"))]
+        self.text_by(str::to_string)
+    }
+
+    /// The contents, HTML read by `visible`.
+    fn text_by(&self, visible: fn(&str) -> String) -> Result<std::borrow::Cow<'_, str>, String> {
+        let contents = self.contents.as_deref().map_err(Clone::clone)?;
         if self.html {
-            return Ok(simstore::simhash::visible_text_fast(contents).into());
+            return Ok(visible(contents).into());
         }
         Ok(contents.into())
     }

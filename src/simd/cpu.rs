@@ -18,7 +18,13 @@ pub const PORTABLE_ENV: &str = "SIMSTORE_PORTABLE";
 #[inline]
 pub fn fast_bits() -> bool {
     static FAST: OnceLock<bool> = OnceLock::new();
-    *FAST.get_or_init(|| std::env::var_os(PORTABLE_ENV).is_none() && detect())
+    allowed(&FAST, detect)
+}
+
+/// Whether the loops that `detect` finds the instructions for may run:
+/// decided once, never when [`PORTABLE_ENV`] is set.
+fn allowed(decided: &OnceLock<bool>, detect: fn() -> bool) -> bool {
+    *decided.get_or_init(|| std::env::var_os(PORTABLE_ENV).is_none() && detect())
 }
 
 #[cfg(target_arch = "x86_64")]
@@ -39,15 +45,15 @@ fn detect() -> bool {
 #[inline]
 pub fn wide_popcount() -> bool {
     static WIDE: OnceLock<bool> = OnceLock::new();
-    *WIDE.get_or_init(|| std::env::var_os(PORTABLE_ENV).is_none() && detect_wide())
+    allowed(&WIDE, detect_wide)
 }
 
 /// Whether [`minima`](super::minima)'s AVX-512 loop (VPMULLQ on eight
 /// 64-bit lanes) may run here.
 #[inline]
 pub fn wide_multiply() -> bool {
-    static WIDE: OnceLock<bool> = OnceLock::new();
-    *WIDE.get_or_init(|| std::env::var_os(PORTABLE_ENV).is_none() && detect_multiply())
+    static MULTIPLY: OnceLock<bool> = OnceLock::new();
+    allowed(&MULTIPLY, detect_multiply)
 }
 
 #[cfg(target_arch = "x86_64")]

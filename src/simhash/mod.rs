@@ -210,14 +210,6 @@ impl Fingerprinter {
         Sketch::of_hashes(self.feature_hashes(text).iter().map(|&(h, _)| h))
     }
 
-    /// Both [`fingerprint`](Self::fingerprint) and
-    /// [`sketch`](Self::sketch) of a text, from one pass over it.
-    pub fn fingerprint_and_sketch(&self, text: &str) -> Option<(Simhash, Sketch)> {
-        let hashes = self.feature_hashes(text);
-        let sketch = Sketch::of_hashes(hashes.iter().map(|&(h, _)| h))?;
-        Some((simhash_counted(&hashes), sketch))
-    }
-
     /// The distinct feature hashes of a text in increasing order, each
     /// with its term frequency: what [`features`](Self::features) gives,
     /// hashed by [`feature_hash`], without a string per feature.

@@ -258,9 +258,8 @@ fn reference(s: &str) -> Option<(String, usize)> {
     // The longest name in the table, growing one character at a time
     // while some entity starts with what is read.
     let mut best: Option<((u32, u32), usize)> = None;
-    let mut end = 0;
     for (i, c) in s.char_indices().take(40) {
-        end = i + c.len_utf8();
+        let end = i + c.len_utf8();
         match NAMED_ENTITIES.get(&s[..end]) {
             Some(&m) => {
                 if m.0 != 0 {
@@ -270,7 +269,6 @@ fn reference(s: &str) -> Option<(String, usize)> {
             None => break,
         }
     }
-    let _ = end;
     let ((a, second), used) = best?;
     let mut text = String::new();
     text.extend(char::from_u32(a));
