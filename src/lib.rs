@@ -72,7 +72,7 @@ pub mod store;
 
 #[cfg(feature = "storage")]
 pub use store::{
-    Durability, Match, Op, Options, Similar, Sketched, Stats, Store, VerifyReport,
+    Durability, LevelStats, Match, Op, Options, Similar, Sketched, Stats, Store, VerifyReport,
     BUFFERED_SYNC_INTERVAL,
 };
 

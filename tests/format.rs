@@ -226,20 +226,28 @@ fn copy_tree(from: &std::path::Path, to: &std::path::Path) {
     }
 }
 
-/// Checks that the closed store at `path` says format 4 in its marker and
-/// manifest, without sketches (the upgrades run one after the other);
+/// Checks that the closed store at `path` says format 5 in its marker and
+/// manifest, without sketches, with six levels of tables, each with its
+/// families and index records (the upgrades run one after the other);
 /// returns its database.
 fn upgraded(path: &std::path::Path) -> rocksdb::DB {
     use simstore::format::manifest::Manifest;
     assert_eq!(
         std::fs::read_to_string(path.join("SIMSTORE")).unwrap(),
-        "simstore store\nformat 4\n"
+        "simstore store\nformat 5\n"
     );
     let db = raw_db(path);
     let manifest = Manifest::decode(&db.get(b"manifest").unwrap().unwrap()).unwrap();
-    assert_eq!(manifest.version, 4);
+    assert_eq!(manifest.version, 5);
+    assert_eq!(manifest.levels, 6);
     assert!(!manifest.sketches);
     assert!(db.cf_handle("sketches").is_none());
+    let tables = manifest.plan.tables().len() * 6;
+    for t in 0..tables {
+        assert!(db.cf_handle(&format!("table-{t:03}")).is_some(), "table {t}");
+        assert!(db.get(index_key(t as u16)).unwrap().is_some(), "index {t}");
+    }
+    assert!(db.cf_handle(&format!("table-{tables:03}")).is_none());
     db
 }
 
@@ -445,7 +453,9 @@ fn document_frequencies_are_kept_with_the_store() {
 }
 
 /// The stores written by the release of format 4 (`make-format-4.sh`):
-/// the plain one answers as that release did; the one `dedup
+/// the plain one answers as that release did, is upgraded to format 5
+/// (levels) and answers the same after a reopen and a compaction; the one
+/// `dedup
 /// --similarity` made holds, for each document, the sketch this build
 /// computes from its text (the sketch definition has not moved), and
 /// verifies clean.
@@ -458,6 +468,7 @@ fn format_4_stores_of_the_last_release_open_as_written() {
     let (queries, want) = fixture("format-4", &path);
     drop(opened_as_written(&path, &queries, &want));
     drop(upgraded(&path));
+    reopened_and_compacted(&path, &queries, &want);
 
     let fixtures = std::path::Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures"));
     let path = dir.path().join("k");
@@ -466,6 +477,7 @@ fn format_4_stores_of_the_last_release_open_as_written() {
     let report = store.verify().unwrap();
     assert!(report.ok(), "{:?}", report.problems);
     assert_eq!(report.sketches, 60);
+    assert_eq!(report.levels, 6);
     let jsonl = std::fs::read_to_string(fixtures.join("format-4-sketches.jsonl")).unwrap();
     let f = Fingerprinter::new();
     for (n, line) in jsonl.lines().enumerate() {

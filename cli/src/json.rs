@@ -90,7 +90,8 @@ pub fn stats(s: &Stats) -> String {
             "{{\"fingerprints\":{},\"ids\":{},\"tables\":{},\"max_distance\":{},\"blocks\":{},",
             "\"pending\":{},\"tombstones\":{},\"bytes_on_disk\":{},\"table_bytes\":{},",
             "\"prefix_bits\":{},\"plan_blocks\":{},\"expected_size\":{},\"compaction_error\":{},",
-            "\"tables_in_memory\":{},\"id_bytes\":{},\"sketches\":{},\"idf_documents\":{}}}"
+            "\"tables_in_memory\":{},\"id_bytes\":{},\"sketches\":{},\"idf_documents\":{},",
+            "\"levels\":{},\"merge_bytes_written\":{}}}"
         ),
         s.fingerprints,
         s.ids,
@@ -112,15 +113,21 @@ pub fn stats(s: &Stats) -> String {
         s.sketches,
         s.idf_documents
             .map_or("null".to_string(), |n| n.to_string()),
+        list(&s.levels, |l| format!(
+            "{{\"fingerprints\":{},\"blocks\":{},\"bytes\":{}}}",
+            l.fingerprints, l.blocks, l.bytes
+        )),
+        s.merge_bytes_written,
     )
 }
 
 /// The `verify` report.
 pub fn verify(r: &VerifyReport) -> String {
     format!(
-        "{{\"ok\":{},\"tables\":{},\"blocks\":{},\"fingerprints\":{},\"sketches\":{},\"problems\":{}}}",
+        "{{\"ok\":{},\"tables\":{},\"levels\":{},\"blocks\":{},\"fingerprints\":{},\"sketches\":{},\"problems\":{}}}",
         r.ok(),
         r.tables,
+        r.levels,
         r.blocks,
         r.fingerprints,
         r.sketches,

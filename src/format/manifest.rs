@@ -4,8 +4,12 @@
 //! | magic "SIMSTORE" 8 | version u16 BE | max_distance u8 | blocks u8 | tables u8 |
 //! | block_size u16 BE | expected_size u64 BE |
 //! | per table: prefix_bits u8 | source [u8; 64] | ... |
-//! | features u8 (format 4 and later) | crc32 u32 BE |
+//! | features u8 (format 4 and later) | levels u8 (format 5 and later) |
+//! | crc32 u32 BE |
 //! ```
+//!
+//! `levels`: the number of levels, each a complete set of the plan's
+//! tables (`levels * tables` table families); 1 before format 5.
 //!
 //! `features` bit 0: the store keeps a similarity sketch per pair (the
 //! `sketches` family); bit 1: it holds a document-frequency record; the
@@ -61,7 +65,12 @@ pub struct Manifest {
     /// Whether the store holds a document-frequency record (format 4 and
     /// later).
     pub idf: bool,
+    /// Levels of tables (format 5 and later; 1 before).
+    pub levels: u8,
 }
+
+/// The most levels a manifest may name.
+pub const MAX_LEVELS: u8 = 16;
 
 /// `features` bit: sketches are kept.
 const FEATURE_SKETCHES: u8 = 1;
@@ -106,6 +115,9 @@ impl Manifest {
             }
             out.push(features);
         }
+        if self.version >= 5 {
+            out.push(self.levels);
+        }
         seal(out)
     }
 
@@ -126,6 +138,18 @@ impl Manifest {
             .map_err(|_| corrupt("manifest too short".into()))?;
         if header.magic != MAGIC {
             return Err(corrupt("bad magic".into()));
+        }
+        let (rest, levels) = match header.version.get() {
+            5.. => match rest.split_last() {
+                Some((&levels, rest)) => (rest, levels),
+                None => return Err(corrupt("no levels byte".into())),
+            },
+            _ => (rest, 1),
+        };
+        if !(1..=MAX_LEVELS).contains(&levels) {
+            return Err(corrupt(format!(
+                "{levels} levels, expected 1 to {MAX_LEVELS}"
+            )));
         }
         let (rest, features) = match header.version.get() {
             4.. => match rest.split_last() {
@@ -182,6 +206,7 @@ impl Manifest {
             expected_size: header.expected_size.get(),
             sketches: features & FEATURE_SKETCHES != 0,
             idf: features & FEATURE_IDF != 0,
+            levels,
         })
     }
 }
@@ -199,9 +224,10 @@ mod tests {
             expected_size: 1 << 30,
             sketches: true,
             idf: true,
+            levels: 6,
         };
         let bytes = m.encode();
-        assert_eq!(bytes.len(), 23 + 10 * 65 + 1 + 4);
+        assert_eq!(bytes.len(), 23 + 10 * 65 + 2 + 4);
         assert_eq!(Manifest::decode(&bytes).unwrap(), m);
         for i in 0..bytes.len() {
             let mut bad = bytes.clone();
@@ -209,19 +235,32 @@ mod tests {
             assert!(Manifest::decode(&bad).is_err(), "flip at {i}");
         }
         let mut newer = bytes.clone();
-        newer[9] = 5;
-        assert_eq!(Manifest::decode(&newer), Err(ManifestError::Version(5)));
-        // Before format 4 there is no features byte: no sketches.
-        for version in 1..4 {
+        newer[9] = 6;
+        assert_eq!(Manifest::decode(&newer), Err(ManifestError::Version(6)));
+        // Before format 4 there is no features byte: no sketches; before
+        // format 5 no levels byte: one level.
+        for version in 1..5 {
             let older = Manifest {
                 version,
-                sketches: false,
+                sketches: version == 4,
                 idf: false,
+                levels: 1,
                 ..m.clone()
             };
             let bytes = older.encode();
-            assert_eq!(bytes.len(), 23 + 10 * 65 + 4);
+            let features = usize::from(version == 4);
+            assert_eq!(bytes.len(), 23 + 10 * 65 + features + 4);
             assert_eq!(Manifest::decode(&bytes).unwrap(), older);
+        }
+        for levels in [0, MAX_LEVELS + 1] {
+            let bad = Manifest {
+                levels,
+                ..m.clone()
+            };
+            assert!(matches!(
+                Manifest::decode(&bad.encode()),
+                Err(ManifestError::Corrupt(m)) if m.contains("levels")
+            ));
         }
         let plain = Manifest {
             sketches: false,
@@ -230,7 +269,7 @@ mod tests {
         };
         assert_eq!(Manifest::decode(&plain.encode()).unwrap(), plain);
         let mut unknown = plain.encode();
-        let at = unknown.len() - 5;
+        let at = unknown.len() - 6;
         unknown[at] = 4;
         let body = unknown.len() - 4;
         let crc = crate::format::crc(&unknown[..body]).to_be_bytes();

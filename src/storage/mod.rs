@@ -269,6 +269,23 @@ impl Db {
             .map_err(db_error("adding the id blocks family"))
     }
 
+    /// Adds table families up to `tables` in all (the first step of
+    /// upgrading a store of format 4 and older, whose families are those
+    /// of one level). Only on a database no reader shares yet.
+    pub fn add_table_families(&mut self, tables: usize) -> Result<()> {
+        let family = self.family.lock().clone();
+        let db = std::sync::Arc::get_mut(&mut self.db).ok_or_else(|| Error::Storage {
+            context: "adding table families",
+            message: "the database is shared already".into(),
+        })?;
+        for t in self.tables..tables {
+            db.create_cf(keys::table_family(t), &family)
+                .map_err(db_error("adding a table family"))?;
+        }
+        self.tables = self.tables.max(tables);
+        Ok(())
+    }
+
     /// A source of id blocks read from this database, through the block
     /// cache when `fill_cache`.
     pub fn id_blocks(&self, fill_cache: bool) -> IdBlocks {

@@ -23,7 +23,7 @@ const BATCH_CHUNK: usize = 1 << 20;
 /// read and decoded once per chunk), then each finishes a share of the
 /// queries.
 pub(crate) fn query_batch(shared: &Shared, fps: &[u64], k: u32) -> Result<Vec<Vec<Match>>> {
-    let probe = check_distance(shared, k)?;
+    let plan_probe = check_distance(shared, k)?;
     let mut results = Vec::with_capacity(fps.len());
     for chunk in fps.chunks(BATCH_CHUNK) {
         let threads = if chunk.len() >= PARALLEL_MIN {
@@ -35,24 +35,29 @@ pub(crate) fn query_batch(shared: &Shared, fps: &[u64], k: u32) -> Result<Vec<Ve
         // each block is then decoded once for many queries. A smaller
         // chunk would decode whole blocks for a query or two each, so its
         // queries are answered one by one.
+        // Every level's tables are probed, as listed by the state each
+        // share reads (see `State::probes`).
         let (blocks, in_memory) = {
             let state = shared.state.read();
+            let probe = state.probes(plan_probe);
             (
                 probe.first().map_or(0, |&t| state.tables[t].keys().len()),
                 probe.iter().all(|&t| state.tables[t].in_memory()),
             )
         };
         if chunk.len() < SORTED_MIN_PER_BLOCK * blocks {
-            results.extend(query_each(shared, probe, chunk, k, threads)?);
+            results.extend(query_each(shared, plan_probe, chunk, k, threads)?);
             continue;
         }
         if threads == 1 || in_memory {
-            results.extend(sorted_by_queries(shared, probe, chunk, k, threads)?);
+            results.extend(sorted_by_queries(shared, plan_probe, chunk, k, threads)?);
             continue;
         }
         // Tables on disk: each thread takes whole tables.
-        let threads = threads.min(probe.len());
         let state = shared.readable_state()?;
+        let probe = state.probes(plan_probe);
+        let probe = &probe[..];
+        let threads = threads.min(probe.len());
         let mut found: Vec<Vec<(u64, u32)>> = {
             let state = &*state;
             let mut parts = map_shares(probe, threads, |tables| {
@@ -97,7 +102,7 @@ fn sorted_by_queries(
     threads: usize,
 ) -> Result<Vec<Vec<Match>>> {
     in_shares(shared, chunk, threads, |state, part| {
-        probe_tables_dispatch(shared, state, probe, part, k)
+        probe_tables_dispatch(shared, state, &state.probes(probe), part, k)
     })
 }
 
@@ -197,7 +202,7 @@ fn probe_tables(
 ) -> Result<Vec<Vec<(u64, u32)>>> {
     let mut found: Vec<Vec<(u64, u32)>> = vec![Vec::new(); chunk.len()];
     for &t in tables {
-        let spec = &shared.plan.tables()[t];
+        let spec = &shared.plan.tables()[t % state.per_level];
         let mut order: Vec<(u64, usize)> = chunk
             .iter()
             .enumerate()
@@ -227,6 +232,10 @@ fn probe_tables(
                 }
             }
         })?;
+        // Pending fingerprints are probed with level 0's tables.
+        if t >= state.per_level {
+            continue;
+        }
         for (r, &(q, i)) in order.iter().enumerate() {
             let (lo, hi) = ranges[r];
             for p in state.pending.range(t, lo, hi) {

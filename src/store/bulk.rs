@@ -1,6 +1,7 @@
 //! Bulk inserts: a large batch of inserts merged straight into the
-//! compressed tables, together with everything pending and tombstoned, in
-//! one atomic write of whole blocks (no per-fingerprint pending keys).
+//! compressed tables' level 0, together with everything pending and
+//! tombstoned and every other level, in one atomic write of whole blocks
+//! (no per-fingerprint pending keys).
 //!
 //! It holds the compaction lock and the commit lock throughout, so no
 //! other write or compaction interleaves; queries go on, reading the old
@@ -9,7 +10,8 @@
 use std::sync::Arc;
 
 use super::compact::{
-    merge_all, tables_batch, with_fold, write_ids, write_tables, CompactionReport, IdsInput,
+    merge_all, swapped, tables_batch, with_fold, write_ids, write_tables, CompactionReport,
+    IdsInput,
 };
 use super::files;
 use super::shared::Shared;
@@ -38,21 +40,27 @@ pub(crate) fn insert_bulk<E: super::Entry>(shared: &Shared, pairs: &[E]) -> Resu
     fps.dedup();
     ids.dedup();
 
-    let (tables, id_table, overlay, fold, adds, removes, counters) = {
+    let (tables, per_level, id_table, overlay, fold, adds, removes, counters) = {
         let state = shared.state.read();
-        // Everything pending goes into the tables with the new ones
-        // (fingerprints already in the tables merge as no-ops); tombstones
-        // are applied except where the fingerprint is being re-inserted.
-        let pending = state.pending.all(plan);
-        let adds = if pending.is_empty() {
-            fps
-        } else {
-            let mut adds = pending;
-            adds.extend_from_slice(&fps);
-            adds.sort_unstable();
-            adds.dedup();
-            adds
-        };
+        // Everything pending and every other level go into level 0 with
+        // the new fingerprints (those already in level 0 merge as
+        // no-ops); tombstones are applied except where the fingerprint is
+        // being re-inserted.
+        let per_level = state.per_level;
+        let mut adds = state.pending.all(plan);
+        adds.extend_from_slice(&fps);
+        let mut scratch = Vec::new();
+        for l in 1..state.levels() {
+            let table = state.level(l);
+            for j in 0..table.keys().len() {
+                table.decode_block(j, &mut scratch)?;
+                adds.extend(scratch.iter().copied().filter(|x| {
+                    !state.tombstones.contains(x) || fps.binary_search(x).is_ok()
+                }));
+            }
+        }
+        adds.sort_unstable();
+        adds.dedup();
         // A tombstoned fingerprint is in the tables, so not pending: it is
         // being re-inserted exactly when it is in `adds`.
         let mut removes: Vec<u64> = state
@@ -64,9 +72,10 @@ pub(crate) fn insert_bulk<E: super::Entry>(shared: &Shared, pairs: &[E]) -> Resu
         removes.sort_unstable();
         (
             Arc::clone(&state.tables),
+            per_level,
             Arc::clone(&state.id_table),
             state.overlay.clone(),
-            super::ids::to_fold(plan, &state),
+            super::ids::to_fold(plan, &state)?,
             adds,
             removes,
             state.counters(),
@@ -78,7 +87,20 @@ pub(crate) fn insert_bulk<E: super::Entry>(shared: &Shared, pairs: &[E]) -> Resu
         extra: &ids,
         adds0: &with_fold(&adds, &fold),
     };
-    let mut outputs = merge_all(shared, &tables, &adds, &removes, &ids_input)?;
+    let mut outputs = merge_all(shared, &tables, 0, &adds, &removes, Some(&ids_input))?;
+    let table_fingerprints = outputs
+        .first()
+        .map_or(0, |(_, m)| m.out.state.fingerprints());
+    for g in per_level..tables.len() {
+        outputs.push((
+            g,
+            files::Merged {
+                out: crate::table::cleared(&tables[g]),
+                filed: None,
+                ids: None,
+            },
+        ));
+    }
 
     let mut batch = tables_batch(&outputs);
     write_tables(
@@ -92,7 +114,6 @@ pub(crate) fn insert_bulk<E: super::Entry>(shared: &Shared, pairs: &[E]) -> Resu
     }
     let (id_table, overlay, new_ids) =
         write_ids(shared, &mut batch, &mut outputs, &ids_input, &removes)?;
-    let table_fingerprints = outputs.first().map_or(0, |m| m.out.state.fingerprints());
     shared.put_counters(
         &mut batch,
         &records::Counters {
@@ -102,9 +123,9 @@ pub(crate) fn insert_bulk<E: super::Entry>(shared: &Shared, pairs: &[E]) -> Resu
             table_fingerprints,
         },
     )?;
-    let filed = files::filed(&outputs);
+    let filed = files::filed(&outputs, db.tables());
     files::commit(shared, batch, &filed, |state| {
-        state.tables = files::tables(outputs);
+        state.tables = swapped(&tables, outputs);
         state.id_table = id_table;
         state.overlay = overlay;
         state.pending = Pending::new(plan.tables().len());
@@ -125,7 +146,11 @@ pub(crate) fn insert_bulk<E: super::Entry>(shared: &Shared, pairs: &[E]) -> Resu
 }
 
 /// Whether a batch of `n` inserts is worth merging straight into the
-/// tables: as many as would make a compaction due on their own.
+/// tables: as many as would make a compaction due on their own, and at
+/// least an eighth of the store (a bulk insert rewrites level 0, which a
+/// smaller batch would not pay for: it goes through the smallest level).
 pub(crate) fn worth_it(shared: &Shared, n: usize) -> bool {
+    let stored = shared.state.read().fingerprints();
     n >= shared.merge_threshold()
+        && (n as u64).saturating_mul(super::levels::RATIO) >= stored
 }

@@ -11,6 +11,7 @@ use std::sync::Arc;
 
 use super::files::{self, Merged, MergedIds};
 use super::ids::{self, IdBuilder, IdTable, Overlay, Truth};
+use super::levels::Job;
 use super::shared::Shared;
 use super::state::Pending;
 use crate::error::Result;
@@ -31,40 +32,162 @@ pub struct CompactionReport {
     pub blocks_written: usize,
 }
 
-/// Runs one compaction of everything pending and tombstoned now.
+/// Runs one compaction of everything pending and tombstoned now, every
+/// level merged into level 0 (see [`Job::full`]).
 pub(crate) fn compact(shared: &Shared) -> Result<CompactionReport> {
     let _one_at_a_time = shared.locks.merging();
     shared.check_writable()?;
-    let plan = &shared.plan;
-    let (tables, id_table, overlay, fold, adds, removes, generation) = {
-        let state = shared.state.read();
-        let mut removes: Vec<u64> = state.tombstones.iter().copied().collect();
-        removes.sort_unstable();
-        let generation = shared.locks.generation();
-        (
-            Arc::clone(&state.tables),
-            Arc::clone(&state.id_table),
-            state.overlay.clone(),
-            ids::to_fold(plan, &state),
-            state.pending.all(plan),
-            removes,
-            generation,
-        )
-    };
-    if adds.is_empty() && removes.is_empty() && fold.is_empty() {
-        return Ok(CompactionReport::default());
-    }
-    let ids = IdsInput {
-        table: &id_table,
-        overlay: &overlay,
-        extra: &[],
-        adds0: &with_fold(&adds, &fold),
-    };
-    let outputs = merge_all(shared, &tables, &adds, &removes, &ids)?;
-    let report = commit(shared, &tables, outputs, &adds, &removes, &ids, generation);
-    drop(tables);
+    let levels = shared.state.read().levels();
+    let report = run(shared, &Job::full(levels));
     super::memory::release_free_memory(shared);
     report
+}
+
+/// Runs the merges due (see [`levels::due`](super::levels::due)) until
+/// none is: the background compactor's work.
+pub(crate) fn compact_due(shared: &Shared) -> Result<CompactionReport> {
+    let _one_at_a_time = shared.locks.merging();
+    let mut total = CompactionReport::default();
+    // A merge makes the next one due at most once per level; the bound
+    // only guards against a policy that would not settle.
+    for _ in 0..4 * super::levels::LEVELS {
+        shared.check_writable()?;
+        let Some(job) = shared.due_job() else { break };
+        let report = run(shared, &job)?;
+        total.merged += report.merged;
+        total.removed += report.removed;
+        total.blocks_replaced += report.blocks_replaced;
+        total.blocks_written += report.blocks_written;
+        if shared.health.stopping() {
+            break;
+        }
+    }
+    super::memory::release_free_memory(shared);
+    Ok(total)
+}
+
+/// What a job merges, read from one state.
+struct Gathered {
+    tables: Arc<Vec<TableState>>,
+    per_level: usize,
+    id_table: Arc<IdTable>,
+    overlay: Overlay,
+    fold: Vec<u64>,
+    /// Pending fingerprints moved into the target level.
+    pending: Vec<u64>,
+    /// Everything added to the target level: `pending` and the source
+    /// levels' fingerprints not tombstoned; increasing.
+    adds: Vec<u64>,
+    /// Tombstoned fingerprints of the target and source levels (they
+    /// leave the tables); increasing.
+    removes: Vec<u64>,
+    generation: u64,
+}
+
+/// Reads what `job` merges from the state, under its read lock (the
+/// source levels' fingerprints are decoded outside it, from the same
+/// snapshot).
+fn gather(shared: &Shared, job: &Job) -> Result<Gathered> {
+    let plan = &shared.plan;
+    let (tables, per_level, id_table, overlay, fold, pending, tombstones, generation) = {
+        let state = shared.state.read();
+        let mut tombstones: Vec<u64> = state.tombstones.iter().copied().collect();
+        tombstones.sort_unstable();
+        let with_ids = job.target == 0;
+        (
+            Arc::clone(&state.tables),
+            state.per_level,
+            Arc::clone(&state.id_table),
+            if with_ids {
+                state.overlay.clone()
+            } else {
+                Overlay::default()
+            },
+            if job.fold {
+                ids::to_fold(plan, &state)?
+            } else {
+                Vec::new()
+            },
+            if job.pending {
+                state.pending.all(plan)
+            } else {
+                Vec::new()
+            },
+            tombstones,
+            shared.locks.generation(),
+        )
+    };
+    let mut moving = Vec::new();
+    let mut scratch = Vec::new();
+    for &l in &job.sources {
+        let table = &tables[l * per_level];
+        for j in 0..table.keys().len() {
+            table.decode_block(j, &mut scratch)?;
+            moving.extend_from_slice(&scratch);
+        }
+    }
+    moving.sort_unstable();
+    let target0 = &tables[job.target * per_level];
+    let mut removes = Vec::new();
+    for &x in &tombstones {
+        if moving.binary_search(&x).is_ok() || target0.contains(x)? {
+            removes.push(x);
+        }
+    }
+    moving.retain(|x| removes.binary_search(x).is_err());
+    let mut adds = moving;
+    if !pending.is_empty() {
+        adds.extend_from_slice(&pending);
+        adds.sort_unstable();
+    }
+    Ok(Gathered {
+        tables,
+        per_level,
+        id_table,
+        overlay,
+        fold,
+        pending,
+        adds,
+        removes,
+        generation,
+    })
+}
+
+/// Runs one merge (the merge lock held).
+fn run(shared: &Shared, job: &Job) -> Result<CompactionReport> {
+    let g = gather(shared, job)?;
+    let sources_empty = job
+        .sources
+        .iter()
+        .all(|&l| g.tables[l * g.per_level].keys().is_empty());
+    if g.adds.is_empty() && g.removes.is_empty() && g.fold.is_empty() && sources_empty {
+        return Ok(CompactionReport::default());
+    }
+    let adds0 = with_fold(&g.adds, &g.fold);
+    let ids = IdsInput {
+        table: &g.id_table,
+        overlay: &g.overlay,
+        extra: &[],
+        adds0: &adds0,
+    };
+    let ids = (job.target == 0).then_some(&ids);
+    let mut outputs = merge_all(shared, &g.tables, job.target, &g.adds, &g.removes, ids)?;
+    for &l in &job.sources {
+        for t in 0..g.per_level {
+            let old = &g.tables[l * g.per_level + t];
+            outputs.push((l * g.per_level + t, cleared_output(old)));
+        }
+    }
+    commit(shared, job, &g, outputs, ids)
+}
+
+/// A table emptied, as a merge output.
+fn cleared_output(old: &TableState) -> Merged {
+    Merged {
+        out: crate::table::cleared(old),
+        filed: None,
+        ids: None,
+    }
 }
 
 /// What the merge of table 0 builds the id blocks of its new blocks from
@@ -96,32 +219,38 @@ pub(crate) fn with_fold(adds: &[u64], fold: &[u64]) -> Vec<u64> {
     all
 }
 
-/// Merges sorted unpermuted `adds` into and `removes` out of every table,
-/// the tables spread over the machine's cores; a table with enough new
-/// blocks has them written to its table file as soon as it is merged (see
-/// [`files`]). Table 0 (the identity permutation) also takes `ids.adds0`
-/// and builds the id blocks of its new blocks.
+/// Merges sorted unpermuted `adds` into and `removes` out of every table
+/// of level `target`, the tables spread over the machine's cores; a table
+/// with enough new blocks has them written to its table file as soon as
+/// it is merged (see [`files`]). With `ids` (level 0 only), its table 0
+/// (the identity permutation) also takes `ids.adds0` and builds the id
+/// blocks of its new blocks. Returns each table's number (over all
+/// levels) and merge.
 pub(crate) fn merge_all(
     shared: &Shared,
     tables: &[TableState],
+    target: usize,
     adds: &[u64],
     removes: &[u64],
-    ids: &IdsInput<'_>,
-) -> Result<Vec<Merged>> {
+    ids: Option<&IdsInput<'_>>,
+) -> Result<Vec<(usize, Merged)>> {
     // Files a failed merge or commit left behind go first. None is needed:
     // a commit that wrote its table files record and then failed poisoned
     // the store, and a poisoned store merges nothing (callers check).
     files::discard(&shared.dir)?;
     let plan = &shared.plan;
+    let per_level = plan.tables().len();
+    let first = target * per_level;
     let one = |t: usize| -> Result<Merged> {
         let spec = &plan.tables()[t];
+        let g = first + t;
         let permute = |v: &[u64]| super::sort::sorted_keys(v, |&x| spec.permutation.apply(x));
-        if t == 0 {
+        if let (0, Some(ids)) = (t, ids) {
             debug_assert!((0..64).all(|b| spec.permutation.apply(1 << b) == 1 << b));
-            let truth = Truth::new(&tables[0], ids.table, ids.overlay, ids.extra);
+            let truth = Truth::new(&tables[g], ids.table, ids.overlay, ids.extra);
             let mut builder = IdBuilder::new(truth);
             let out = merge_observed(
-                &tables[0],
+                &tables[g],
                 ids.adds0,
                 removes,
                 shared.block_size,
@@ -133,25 +262,31 @@ pub(crate) fn merge_all(
                 filed: false,
             };
             files::file_ids(shared, &out.removed, &mut ids)?;
-            let mut merged = files::file(shared, 0, out)?;
+            let mut merged = files::file(shared, g, out)?;
             merged.ids = Some(ids);
             return Ok(merged);
         }
-        let out = merge(
-            &tables[t],
-            &permute(adds),
-            &permute(removes),
-            shared.block_size,
-        )?;
-        files::file(shared, t, out)
+        let out = if t == 0 {
+            merge(&tables[g], adds, removes, shared.block_size)?
+        } else {
+            merge(
+                &tables[g],
+                &permute(adds),
+                &permute(removes),
+                shared.block_size,
+            )?
+        };
+        files::file(shared, g, out)
     };
     let threads = if adds.len() + removes.len() < PARALLEL_MERGE_MIN {
         1
     } else {
         super::parallel::cores()
     };
-    super::parallel::map_indexed(tables.len(), threads, one)
+    super::parallel::map_indexed(per_level, threads, one)
         .into_iter()
+        .enumerate()
+        .map(|(t, m)| m.map(|m| (first + t, m)))
         .collect()
 }
 
@@ -160,17 +295,18 @@ const PARALLEL_MERGE_MIN: usize = 1 << 14;
 
 /// A write batch with room for [`write_tables`] of `outputs` and a few
 /// more records, so a large one is not copied as it grows.
-pub(crate) fn tables_batch(outputs: &[Merged]) -> crate::storage::Batch {
+pub(crate) fn tables_batch(outputs: &[(usize, Merged)]) -> crate::storage::Batch {
     // Each record: a tag, a column family id, two lengths, the key.
     const RECORD: usize = 24;
     let bytes: usize = outputs
         .iter()
+        .map(|(_, m)| m)
         .filter(|m| m.filed.is_none())
         .map(|m| m.out.added.byte_len() + (m.out.added.len() + m.out.removed.len()) * RECORD)
         .sum();
     let ids: usize = outputs
         .iter()
-        .filter_map(|m| m.ids.as_ref())
+        .filter_map(|(_, m)| m.ids.as_ref())
         .filter(|ids| !ids.filed)
         .map(|ids| ids.blocks.byte_len() + 2 * ids.blocks.len() * RECORD)
         .sum();
@@ -178,8 +314,9 @@ pub(crate) fn tables_batch(outputs: &[Merged]) -> crate::storage::Batch {
     crate::storage::batch_with_capacity(bytes + 4096)
 }
 
-/// Adds the block (and code) changes of every table not filed to
-/// `batch`, with every table's code and new index record.
+/// Adds the block (and code) changes of every table of `outputs` (each
+/// numbered over all levels) not filed to `batch`, with every table's
+/// code and new index record.
 ///
 /// Each table's new blocks are dropped once they are in `batch` (the
 /// batch holds the copy that is written), so a merge that rewrote every
@@ -187,11 +324,12 @@ pub(crate) fn tables_batch(outputs: &[Merged]) -> crate::storage::Batch {
 pub(crate) fn write_tables(
     shared: &Shared,
     batch: &mut crate::storage::Batch,
-    outputs: &mut [Merged],
+    outputs: &mut [(usize, Merged)],
     report: &mut CompactionReport,
 ) -> Result<()> {
     let db = &shared.db;
-    for (t, Merged { out, filed, .. }) in outputs.iter_mut().enumerate() {
+    for (t, Merged { out, filed, .. }) in outputs.iter_mut() {
+        let t = *t;
         let family = db.table(t)?;
         report.blocks_replaced += out.removed.len();
         if let Some(written) = *filed {
@@ -205,6 +343,7 @@ pub(crate) fn write_tables(
                 batch.put_cf(family, keys::fingerprint(key), bytes);
             }
             report.blocks_written += added.len();
+            shared.count_merge_bytes(added.byte_len() as u64);
         }
         if let Some((id, code)) = &out.new_code {
             batch.put_cf(
@@ -222,7 +361,8 @@ pub(crate) fn write_tables(
     Ok(())
 }
 
-/// Adds table 0's id block changes (deletes of its replaced blocks' keys,
+/// Adds table 0's id block changes (`outputs` must start with level 0's
+/// table 0: deletes of its replaced blocks' keys,
 /// the new blocks' id blocks) and the overlay's reconciliation (see
 /// [`ids::reconcile`]) to `batch`, under the commit lock; returns the id
 /// table and overlay to swap in with the tables, and the pairs the new
@@ -230,13 +370,15 @@ pub(crate) fn write_tables(
 pub(crate) fn write_ids(
     shared: &Shared,
     batch: &mut crate::storage::Batch,
-    outputs: &mut [Merged],
+    outputs: &mut [(usize, Merged)],
     ids: &IdsInput<'_>,
     removes: &[u64],
 ) -> Result<(Arc<IdTable>, Overlay, u64)> {
     let db = &shared.db;
-    let Some(first) = outputs.first_mut() else {
-        return Ok(Default::default());
+    let Some((0, first)) = outputs.first_mut() else {
+        return Err(crate::Error::InvalidArgument(
+            "id blocks are written with level 0's table 0".into(),
+        ));
     };
     let merged_ids = first.ids.get_or_insert_with(Default::default);
     // The blocks go (memory held by the new id table, or the batch, holds
@@ -251,6 +393,7 @@ pub(crate) fn write_ids(
         for (key, bytes) in written.iter() {
             batch.put_cf(family, keys::fingerprint(key), bytes);
         }
+        shared.count_merge_bytes(written.byte_len() as u64);
     }
     let state = shared.state.read();
     let new0 = &first.out.state;
@@ -279,39 +422,65 @@ pub(crate) fn write_ids(
     Ok((Arc::new(table), reconciled.overlay, new_pairs))
 }
 
+/// The tables after a merge: `old` with each of `outputs` in its place.
+pub(crate) fn swapped(old: &[TableState], outputs: Vec<(usize, Merged)>) -> Arc<Vec<TableState>> {
+    let mut tables = old.to_vec();
+    for (g, m) in outputs {
+        tables[g] = m.out.state;
+    }
+    Arc::new(tables)
+}
+
+/// Fingerprints in the tables of every level after a merge.
+fn table_fingerprints(old: &[TableState], per_level: usize, outputs: &[(usize, Merged)]) -> u64 {
+    let mut sizes: Vec<u64> = old
+        .iter()
+        .step_by(per_level.max(1))
+        .map(TableState::fingerprints)
+        .collect();
+    for (g, m) in outputs {
+        if g % per_level == 0 {
+            sizes[g / per_level] = m.out.state.fingerprints();
+        }
+    }
+    sizes.iter().sum()
+}
+
 fn commit(
     shared: &Shared,
-    old: &Arc<Vec<crate::table::TableState>>,
-    mut outputs: Vec<Merged>,
-    adds: &[u64],
-    removes: &[u64],
-    ids: &IdsInput<'_>,
-    generation: u64,
+    job: &Job,
+    g: &Gathered,
+    mut outputs: Vec<(usize, Merged)>,
+    ids: Option<&IdsInput<'_>>,
 ) -> Result<CompactionReport> {
     let db = &shared.db;
     let plan = &shared.plan;
     let _leader = shared.locks.commit();
     shared.check_writable()?;
     shared.check_directory()?;
+    let removes = &g.removes[..];
     let mut report = CompactionReport {
-        merged: adds.len(),
+        merged: g.pending.len(),
         removed: removes.len(),
         ..Default::default()
     };
     let mut batch = tables_batch(&outputs);
     write_tables(shared, &mut batch, &mut outputs, &mut report)?;
-    let (id_table, overlay, _) = write_ids(shared, &mut batch, &mut outputs, ids, removes)?;
-
+    let id_parts = match ids {
+        Some(ids) => Some(write_ids(shared, &mut batch, &mut outputs, ids, removes)?),
+        None => None,
+    };
     let (pending_cf, tomb_cf) = (
         db.family(keys::PENDING_FAMILY)?,
         db.family(keys::TOMBSTONES_FAMILY)?,
     );
-    let new_table_fingerprints = outputs.first().map_or(0, |m| m.out.state.fingerprints());
-    if shared.locks.generation() == generation {
-        // Nothing was written while the merge ran: everything pending was
-        // merged and every tombstone applied, so both families empty out.
-        // (No other key can be in them: writers are held off by the commit
-        // lock until this batch is written.)
+    let new_table_fingerprints = table_fingerprints(&g.tables, g.per_level, &outputs);
+    let full = job.pending && job.sources.len() + 1 == g.tables.len() / g.per_level.max(1);
+    if full && shared.locks.generation() == g.generation {
+        // A full merge with nothing written while it ran: everything
+        // pending was merged and every tombstone applied, so both
+        // families empty out. (No other key can be in them: writers are
+        // held off by the commit lock until this batch is written.)
         for family in [pending_cf, tomb_cf] {
             batch.delete_range_cf(family, &[0u8; 8][..], &[0xffu8; 9][..]);
         }
@@ -322,19 +491,26 @@ fn commit(
             ..shared.state.read().counters()
         };
         shared.put_counters(&mut batch, &counters)?;
-        let filed = files::filed(&outputs);
+        let filed = files::filed(&outputs, db.tables());
         files::commit(shared, batch, &filed, |state| {
-            state.tables = files::tables(outputs);
-            state.id_table = id_table;
-            state.overlay = overlay;
+            state.tables = swapped(&g.tables, outputs);
+            if let Some((id_table, overlay, _)) = id_parts {
+                state.id_table = id_table;
+                state.overlay = overlay;
+            }
             state.pending = Pending::new(plan.tables().len());
             state.tombstones.clear();
         })?;
         return Ok(report);
     }
 
-    // Reconcile fingerprints whose state changed while the merge ran.
-    let mut touched: Vec<u64> = adds.iter().chain(removes).copied().collect();
+    // Reconcile the fingerprints whose placement the merge changes (the
+    // pending ones it moved into the tables, the tombstoned ones it
+    // dropped) with what was written while it ran, so no write made
+    // meanwhile is lost or resurrected. Fingerprints moved from a source
+    // level stay in the tables: a tombstone written meanwhile names them
+    // in their new level.
+    let mut touched: Vec<u64> = g.pending.iter().chain(removes).copied().collect();
     touched.sort_unstable();
     touched.dedup();
     let mut fixes = Vec::new();
@@ -345,7 +521,7 @@ fn commit(
             let pending = state.pending.contains(plan, x);
             let tombstoned = state.tombstones.contains(&x);
             let live = pending || (was_in_tables && !tombstoned);
-            let in_new = adds.binary_search(&x).is_ok();
+            let in_new = g.pending.binary_search(&x).is_ok();
             let (want_pending, want_tomb) = if in_new {
                 (false, !live)
             } else {
@@ -376,15 +552,17 @@ fn commit(
         }
         shared.put_counters(&mut batch, &counters)?;
     }
-    let filed = files::filed(&outputs);
+    let filed = files::filed(&outputs, db.tables());
     files::commit(shared, batch, &filed, |state| {
         debug_assert!(
-            Arc::ptr_eq(&state.tables, old),
+            Arc::ptr_eq(&state.tables, &g.tables),
             "tables change only under the compaction lock"
         );
-        state.tables = files::tables(outputs);
-        state.id_table = id_table;
-        state.overlay = overlay;
+        state.tables = swapped(&g.tables, outputs);
+        if let Some((id_table, overlay, _)) = id_parts {
+            state.id_table = id_table;
+            state.overlay = overlay;
+        }
         // In increasing order, as `touched` is.
         let merged: Vec<u64> = fixes
             .iter()

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use parking_lot::{Condvar, Mutex};
 
-use super::compact::compact;
+use super::compact::compact_due;
 use super::shared::Shared;
 
 /// How long the compactor sleeps between checks when nobody wakes it.
@@ -57,7 +57,7 @@ pub(crate) fn spawn(shared: Arc<Shared>) -> std::io::Result<JoinHandle<()>> {
                 if !shared.merge_due() {
                     continue;
                 }
-                match compact(&shared) {
+                match compact_due(&shared) {
                     Ok(_) => shared.health.background_succeeded(),
                     Err(e) => {
                         shared

@@ -13,14 +13,13 @@
 //! `storage-format.md` (commit protocol) is the reference.
 
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 
 use super::shared::Shared;
 use super::state::State;
 use crate::error::{Error, Location, Result};
 use crate::format::{keys, records};
 use crate::storage::{io, sync_directory, Db, TableFileEntry};
-use crate::table::{Added, MergeOutput, TableState};
+use crate::table::{Added, MergeOutput};
 
 /// The directory, inside the store's, that holds table files until they
 /// are ingested.
@@ -102,7 +101,7 @@ pub(crate) fn file(shared: &Shared, t: usize, mut out: MergeOutput) -> Result<Me
     debug_assert!(out.removed.windows(2).all(|w| w[0] < w[1]));
     let dir = dir(&shared.dir);
     std::fs::create_dir_all(&dir).map_err(io(&dir))?;
-    let tables = shared.plan.tables().len();
+    let tables = shared.db.tables();
     shared.db.write_table_file(
         &path(&shared.dir, t, tables),
         entries(&out.removed, &out.added),
@@ -128,7 +127,7 @@ pub(crate) fn file_ids(shared: &Shared, removed: &[u64], ids: &mut MergedIds) ->
     }
     let dir = dir(&shared.dir);
     std::fs::create_dir_all(&dir).map_err(io(&dir))?;
-    let tables = shared.plan.tables().len();
+    let tables = shared.db.tables();
     shared.db.write_table_file(
         &path(&shared.dir, tables, tables),
         entries(removed, &ids.blocks),
@@ -137,25 +136,24 @@ pub(crate) fn file_ids(shared: &Shared, removed: &[u64], ids: &mut MergedIds) ->
     Ok(())
 }
 
-/// The tables whose block changes are in table files, then (numbered as
-/// the table after the last) the id blocks when theirs are.
-pub(crate) fn filed(merged: &[Merged]) -> Vec<usize> {
-    let mut filed: Vec<usize> = (0..merged.len())
-        .filter(|&t| merged[t].filed.is_some())
+/// The tables (numbered over all levels) whose block changes are in
+/// table files, then (numbered `tables`, the table after the last) the id
+/// blocks when theirs are.
+pub(crate) fn filed(merged: &[(usize, Merged)], tables: usize) -> Vec<usize> {
+    let mut filed: Vec<usize> = merged
+        .iter()
+        .filter(|(_, m)| m.filed.is_some())
+        .map(|&(t, _)| t)
         .collect();
+    filed.sort_unstable();
     if merged
-        .first()
-        .and_then(|m| m.ids.as_ref())
-        .is_some_and(|ids| ids.filed)
+        .iter()
+        .filter_map(|(_, m)| m.ids.as_ref())
+        .any(|ids| ids.filed)
     {
-        filed.push(merged.len());
+        filed.push(tables);
     }
     filed
-}
-
-/// The merged tables, to swap in.
-pub(crate) fn tables(merged: Vec<Merged>) -> Arc<Vec<TableState>> {
-    Arc::new(merged.into_iter().map(|m| m.out.state).collect())
 }
 
 /// Removes every table file (of a commit that failed before its record was
@@ -244,7 +242,7 @@ pub(crate) fn commit(
 
 /// Ingests the filed tables' files.
 fn ingest(shared: &Shared, filed: &[usize]) -> Result<()> {
-    let tables = shared.plan.tables().len();
+    let tables = shared.db.tables();
     for (i, &t) in filed.iter().enumerate() {
         if shared.options.stop_table_files_after == Some(i) {
             return Err(stopped(format!("after {i} files")));

@@ -9,6 +9,10 @@
 //! an id block removed. A fingerprint's ids are its id block's, less the
 //! removed, plus the added. Merges that rewrite table 0 write the new
 //! blocks' id blocks and fold the overlay into them.
+//!
+//! Only level 0 has id blocks (see [`levels`](super::levels)): every pair
+//! of a fingerprint in another level is in the overlay, as a pending
+//! fingerprint's is, until a merge moves the fingerprint into level 0.
 
 use std::collections::HashMap;
 use std::sync::{Arc, OnceLock};
@@ -488,7 +492,7 @@ pub(crate) fn reconcile(
     let mut old_base = Vec::new();
     for fp in fps {
         now.base_ids(plan, fp, &mut old_base)?;
-        let in_old = now.in_tables(plan, fp)?;
+        let in_old = now.in_base(plan, fp)?;
         let in_new =
             (in_old && removes.binary_search(&fp).is_err()) || adds.binary_search(&fp).is_ok();
         let from = extra.partition_point(|&(f, _)| f < fp);
@@ -525,17 +529,25 @@ fn rewritten(new0: &TableState, written: &Added, fp: u64) -> bool {
         .is_some_and(|j| written.keys().binary_search(&new0.keys()[j]).is_ok())
 }
 
-/// The fingerprints of `state`'s overlay whose id blocks a merge should
-/// rewrite: those in the tables and not tombstoned (a tombstoned one
-/// leaves the tables, and a pending one enters them, anyway); increasing.
-pub(crate) fn to_fold(plan: &crate::plan::Plan, state: &super::state::State) -> Vec<u64> {
-    let mut fold: Vec<u64> = state
-        .overlay
-        .fingerprints()
-        .filter(|&fp| !state.pending.contains(plan, fp) && !state.tombstones.contains(&fp))
-        .collect();
+/// The fingerprints of `state`'s overlay whose id blocks a merge into
+/// level 0 should rewrite: those in level 0 and not tombstoned (a
+/// tombstoned one leaves the tables, and a pending one or one of another
+/// level has no id block); increasing.
+pub(crate) fn to_fold(
+    plan: &crate::plan::Plan,
+    state: &super::state::State,
+) -> Result<Vec<u64>> {
+    let mut fold = Vec::new();
+    for fp in state.overlay.fingerprints() {
+        if !state.pending.contains(plan, fp)
+            && !state.tombstones.contains(&fp)
+            && state.in_base(plan, fp)?
+        {
+            fold.push(fp);
+        }
+    }
     fold.sort_unstable();
-    fold
+    Ok(fold)
 }
 
 #[cfg(test)]

@@ -10,6 +10,7 @@ mod files;
 mod health;
 mod ids;
 mod locks;
+mod levels;
 mod memory;
 mod open;
 mod options;
@@ -37,7 +38,7 @@ pub use options::{
 };
 pub use query::Match;
 pub use sketches::{Similar, Sketched};
-pub use stats::Stats;
+pub use stats::{LevelStats, Stats};
 pub use verify::VerifyReport;
 pub use write::Op;
 
@@ -278,9 +279,10 @@ impl Store {
     /// store's [`Durability`] says.
     ///
     /// A batch at least as large as the [merge
-    /// threshold](Self::merge_threshold) skips the pending stage: it is
-    /// merged straight into the compressed tables, with everything already
-    /// pending, writing whole blocks (it holds off other writers and
+    /// threshold](Self::merge_threshold) and an eighth of the stored
+    /// fingerprints skips the pending stage: it is merged straight into
+    /// the compressed tables (level 0), with everything already pending
+    /// and every other level, writing whole blocks (it holds off other writers and
     /// compactions meanwhile, not queries). A table that gets at least
     /// [`Options::table_file_bytes`] of new blocks has them written as a
     /// RocksDB table file and ingested, not passed through the write-ahead
@@ -401,11 +403,41 @@ impl Store {
         Ok(ids)
     }
 
-    /// Merges every pending fingerprint into the compressed tables and
-    /// drops deleted ones from them now.
+    /// Merges every pending fingerprint and every level into level 0 of
+    /// the compressed tables and drops deleted ones from them now (the
+    /// background compactor merges only into the level due, see
+    /// [`Options::merge_threshold`]).
     pub fn compact(&self) -> Result<CompactionReport> {
         self.shared.take_background_error()?;
         compact::compact(&self.shared)
+    }
+
+    /// Runs the merges that are due now, as the background compactor
+    /// does: pending fingerprints into the smallest level once the
+    /// [merge threshold](Self::merge_threshold) is reached, a level past
+    /// its capacity into the next larger one (for stores opened with
+    /// [`Options::manual_compaction`], whose writers then choose when
+    /// merges run). Rewrites only the levels merged, unlike
+    /// [`compact`](Self::compact).
+    ///
+    /// ```
+    /// # let dir = std::env::temp_dir().join(format!("simstore-doc-due-{}", std::process::id()));
+    /// # let _ = std::fs::remove_dir_all(&dir);
+    /// use simstore::{Options, Store};
+    ///
+    /// let store = Store::create(&dir, &Options::new().manual_compaction(true).merge_threshold(2))?;
+    /// store.insert_many(&[(1, 10), (2, 20), (3, 30)])?;
+    /// assert_eq!(store.stats().pending, 3);
+    /// store.merge_due()?;
+    /// assert_eq!(store.stats().pending, 0);
+    /// assert_eq!(store.query(1, 0)?[0].ids, vec![10]);
+    /// # drop(store);
+    /// # std::fs::remove_dir_all(&dir).unwrap();
+    /// # Ok::<(), simstore::Error>(())
+    /// ```
+    pub fn merge_due(&self) -> Result<CompactionReport> {
+        self.shared.take_background_error()?;
+        compact::compact_due(&self.shared)
     }
 
     /// Counts and sizes.
@@ -413,10 +445,10 @@ impl Store {
         stats::stats(&self.shared)
     }
 
-    /// How many pending and tombstoned fingerprints make the background
-    /// compactor merge them into the tables: as set by
-    /// [`Options::merge_threshold`], or by default the larger of
-    /// [`DEFAULT_MIN_MERGE_THRESHOLD`] and 1/64 of the stored fingerprints.
+    /// How many pending fingerprints make the background compactor merge
+    /// them into the tables' top level: as set by
+    /// [`Options::merge_threshold`], or by default
+    /// [`DEFAULT_MIN_MERGE_THRESHOLD`].
     pub fn merge_threshold(&self) -> usize {
         self.shared.merge_threshold()
     }

@@ -10,6 +10,7 @@ use parking_lot::{Mutex, RwLock};
 
 use super::health::Health;
 use super::ids::{IdTable, Overlay};
+use super::levels::LEVELS;
 use super::locks::Locks;
 use super::options::{Options, DEFAULT_BLOCK_SIZE, DEFAULT_EXPECTED_SIZE, DEFAULT_MAX_DISTANCE};
 use super::shared::Shared;
@@ -45,12 +46,14 @@ pub(crate) fn create(dir: &Path, options: &Options) -> Result<Shared> {
         expected_size,
         sketches: options.sketches.unwrap_or(false),
         idf: options.idf.is_some(),
+        levels: LEVELS as u8,
     };
+    let tables = manifest.plan.tables().len() * LEVELS;
     // Build the store in a staging directory and rename it into place, so
     // a crash during creation leaves `dir` as it was.
     let staging = storage::staging_directory(dir)?;
     let built = (|| {
-        let db = Db::create(&staging, manifest.plan.tables().len(), manifest.sketches)?;
+        let db = Db::create(&staging, tables, manifest.sketches)?;
         let mut batch = storage::batch();
         let default = db.default_family()?;
         batch.put_cf(default, keys::MANIFEST, manifest.encode());
@@ -66,7 +69,7 @@ pub(crate) fn create(dir: &Path, options: &Options) -> Result<Shared> {
             keys::COUNTERS,
             records::encode_counters(&records::Counters::default()),
         );
-        for t in 0..manifest.plan.tables().len() {
+        for t in 0..tables {
             batch.put_cf(
                 default,
                 keys::index(t as u16),
@@ -102,13 +105,17 @@ pub(crate) fn open(dir: &Path, options: &Options) -> Result<Shared> {
         },
         ManifestError::Corrupt(reason) => Error::corrupt(Location::Manifest, reason),
     })?;
-    if manifest.plan.tables().len() != db.tables() {
+    // A store of format 4 and older has one level's families, or every
+    // level's when an upgrade added them and was interrupted.
+    let per_level = manifest.plan.tables().len();
+    let levels = usize::from(manifest.levels);
+    let upgrading = manifest.version < 5 && db.tables() == per_level * LEVELS;
+    if db.tables() != per_level * levels && !upgrading {
         return Err(Error::corrupt(
             Location::Database,
             format!(
-                "{} table column families for a plan of {}",
+                "{} table column families for {levels} levels of {per_level} tables",
                 db.tables(),
-                manifest.plan.tables().len()
             ),
         ));
     }
@@ -143,6 +150,23 @@ pub(crate) fn open(dir: &Path, options: &Options) -> Result<Shared> {
         db.add_id_blocks_family()?;
     }
     super::files::finish_interrupted(&db, dir)?;
+    if manifest.version < 5 {
+        // The first step of the upgrade to format 5: every level's
+        // families, each with an empty index record (the levels above
+        // level 0 are empty until the store of format 5 writes them).
+        db.add_table_families(per_level * LEVELS)?;
+        if manifest.version >= 2 {
+            let mut batch = storage::batch();
+            for t in per_level..per_level * LEVELS {
+                batch.put_cf(
+                    db.default_family()?,
+                    keys::index(t as u16),
+                    records::encode_index(std::iter::empty()),
+                );
+            }
+            db.write(batch, true)?;
+        }
+    }
     let version = manifest.version;
     let shared = load(dir, db, manifest, options)?;
     if version < FORMAT_VERSION {
@@ -286,13 +310,15 @@ fn manifest_of(shared: &Shared, version: u16) -> Manifest {
         expected_size: shared.expected_size,
         sketches: shared.sketches,
         idf: shared.idf.is_some(),
+        levels: if version >= 5 { LEVELS as u8 } else { 1 },
     }
 }
 
 /// Upgrades a store of an older format just opened, one version at a
 /// time: to 2 (see [`upgrade_to_2`]), to 3 (see
-/// [`super::upgrade::to_3`]), then to 4 (the manifest gains its features
-/// byte: no sketches); then writes the marker.
+/// [`super::upgrade::to_3`]), to 4 (the manifest gains its features
+/// byte: no sketches), then to 5 (its levels byte: the families of every
+/// level were added before the load); then writes the marker.
 fn upgrade(shared: &Shared, from: u16) -> Result<()> {
     if from < 2 && !upgrade_to_2(shared)? {
         return Ok(());
@@ -300,7 +326,10 @@ fn upgrade(shared: &Shared, from: u16) -> Result<()> {
     if from < 3 {
         super::upgrade::to_3(shared, &manifest_of(shared, 3))?;
     }
-    super::upgrade::to_4(shared, &manifest_of(shared, 4))?;
+    if from < 4 {
+        super::upgrade::to_4(shared, &manifest_of(shared, 4))?;
+    }
+    super::upgrade::to_5(shared, &manifest_of(shared, 5))?;
     storage::write_marker(&shared.dir)
 }
 
@@ -375,7 +404,8 @@ fn load(dir: &Path, db: Db, manifest: Manifest, options: &Options) -> Result<Sha
         }
     }
     let plan = manifest.plan;
-    let tables = plan.tables().len();
+    let per_level = plan.tables().len();
+    let tables = db.tables();
 
     let mut codes: Vec<BTreeMap<u32, crate::codec::Code>> = vec![BTreeMap::new(); tables];
     db.scan(db.family(keys::CODES_FAMILY)?, &[], |k, v| {
@@ -461,6 +491,7 @@ fn load(dir: &Path, db: Db, manifest: Manifest, options: &Options) -> Result<Sha
     };
     let state = State {
         tables: Arc::new(states),
+        per_level,
         pending,
         tombstones,
         ids: counters.ids,
@@ -469,16 +500,27 @@ fn load(dir: &Path, db: Db, manifest: Manifest, options: &Options) -> Result<Sha
     };
     let found = state.counters();
     for (t, table) in state.tables.iter().enumerate() {
-        if table.fingerprints() != counters.table_fingerprints {
+        let level = state.level(t / per_level);
+        if table.fingerprints() != level.fingerprints() {
             return Err(Error::corrupt(
                 Location::Database,
                 format!(
-                    "table {t} holds {} fingerprints by its block headers, the counters record {}: records were lost or a header is damaged",
+                    "table {t} holds {} fingerprints by its block headers, table {} of its level {}: records were lost or a header is damaged",
                     table.fingerprints(),
-                    counters.table_fingerprints
+                    t - t % per_level,
+                    level.fingerprints()
                 ),
             ));
         }
+    }
+    if found.table_fingerprints != counters.table_fingerprints {
+        return Err(Error::corrupt(
+            Location::Database,
+            format!(
+                "the tables hold {} fingerprints by their block headers, the counters record {}: records were lost or a header is damaged",
+                found.table_fingerprints, counters.table_fingerprints
+            ),
+        ));
     }
     if (found.pending, found.tombstones) != (counters.pending, counters.tombstones) {
         return Err(Error::corrupt(
@@ -507,5 +549,6 @@ fn load(dir: &Path, db: Db, manifest: Manifest, options: &Options) -> Result<Sha
         query_threads: options
             .query_threads
             .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, usize::from)),
+        merge_bytes: Default::default(),
     })
 }

@@ -8,11 +8,10 @@ pub const DEFAULT_MAX_DISTANCE: u32 = 3;
 pub const DEFAULT_EXPECTED_SIZE: u64 = 10_000_000;
 /// The default block size, in bytes (Manku §3.2).
 pub const DEFAULT_BLOCK_SIZE: usize = 1024;
-/// The smallest merge threshold used when none is set.
+/// The merge threshold used when none is set: pending fingerprints are
+/// merged into the top level once this many have gathered (see
+/// [`Options::merge_threshold`]).
 pub const DEFAULT_MIN_MERGE_THRESHOLD: usize = 65_536;
-/// When no merge threshold is set, pending fingerprints are merged once they
-/// exceed `max(DEFAULT_MIN_MERGE_THRESHOLD, stored / MERGE_FRACTION)`.
-pub const MERGE_FRACTION: u64 = 64;
 
 /// Bytes of new blocks for one table past which a commit writes that table
 /// as a file to ingest (see [`Options::table_file_bytes`]).
@@ -166,8 +165,11 @@ impl Options {
     }
 
     /// Pending fingerprints that trigger a background merge into the
-    /// compressed tables (default: the larger of 65,536 and 1/64 of the
-    /// stored fingerprints).
+    /// compressed tables (default [`DEFAULT_MIN_MERGE_THRESHOLD`], 65,536).
+    /// They are merged into the smallest level, so the merge costs about
+    /// the same at any store size; it is also the size of the smallest
+    /// level and of a batch that [`Store::insert_many`](super::Store::insert_many)
+    /// may merge straight into the tables.
     pub fn merge_threshold(mut self, n: usize) -> Self {
         self.merge_threshold = Some(n.max(1));
         self

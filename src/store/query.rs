@@ -98,6 +98,9 @@ fn collect_portable(
     k: u32,
     first: bool,
 ) -> Result<Vec<Vec<(u64, u32)>>> {
+    // Every level's tables, level 0 (and the pending fingerprints) first.
+    let levels_probe = state.probes(probe);
+    let probe = &levels_probe[..];
     if first && probe.len() > 1 {
         return collect_first(shared, state, probe, fps, k);
     }
@@ -205,9 +208,11 @@ fn scan_probes(
         ..
     } in probes
     {
-        let spec = &shared.plan.tables()[t];
+        let spec = &shared.plan.tables()[t % state.per_level];
         let Some(start) = start else { continue };
-        for p in state.pending.range(t, lo, hi) {
+        // Pending fingerprints are probed with level 0's tables.
+        let pending_t = if t < state.per_level { t } else { usize::MAX };
+        for p in state.pending.range(pending_t, lo, hi) {
             let d = (p ^ q).count_ones();
             if d <= k {
                 found.push((spec.permutation.invert(p), d));
@@ -240,12 +245,13 @@ struct Probe {
 }
 
 impl Probe {
-    /// Table `t`'s probe for `fp`, its first stage (the block keys to
-    /// search) done.
+    /// Table `t`'s probe for `fp` (`t` numbering the tables of every
+    /// level), its first stage (the block keys to search) done.
     #[inline(always)]
     fn new(shared: &Shared, state: &State, t: usize, fp: u64) -> Self {
-        let q = shared.plan.tables()[t].permutation.apply(fp);
-        let (lo, hi) = shared.plan.tables()[t].prefix_range(q);
+        let spec = &shared.plan.tables()[t % state.per_level];
+        let q = spec.permutation.apply(fp);
+        let (lo, hi) = spec.prefix_range(q);
         Probe {
             t,
             q,

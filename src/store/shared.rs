@@ -7,7 +7,7 @@ use parking_lot::{Mutex, RwLock, RwLockReadGuard};
 
 use super::health::Health;
 use super::locks::Locks;
-use super::options::{Durability, Options, DEFAULT_MIN_MERGE_THRESHOLD, MERGE_FRACTION};
+use super::options::{Durability, Options, DEFAULT_MIN_MERGE_THRESHOLD};
 use super::state::State;
 use super::write::Queue;
 use crate::error::{Error, Result};
@@ -45,6 +45,8 @@ pub(crate) struct Shared {
     pub gate: std::sync::Arc<super::warm::Gate>,
     /// Threads a large query batch may use.
     pub query_threads: usize,
+    /// Bytes of blocks and id blocks merges have written since the open.
+    pub merge_bytes: std::sync::atomic::AtomicU64,
 }
 
 impl Shared {
@@ -146,27 +148,51 @@ impl Shared {
         result
     }
 
-    /// Whether enough is pending or tombstoned for the background
-    /// compactor to merge: the merge threshold, or by default the larger of
-    /// 65,536 and 1/64 of the stored fingerprints.
-    ///
-    /// Also when the overlay of ids outside the id blocks holds twice the
-    /// threshold (new ids of fingerprints in the tables, removed ids; a
-    /// pending fingerprint's pairs are merged with it).
-    pub fn merge_due(&self) -> bool {
+    /// The merge due now (see [`levels::due`](super::levels::due)), if
+    /// any: a level past its capacity, enough pending or tombstoned, or
+    /// an overlay of ids outside the id blocks of level-0 fingerprints
+    /// (new ids of fingerprints in level 0, removed ids) of twice the
+    /// threshold, which is folded into level 0's id blocks.
+    pub fn due_job(&self) -> Option<super::levels::Job> {
         let threshold = self.merge_threshold();
         let state = self.state.read();
-        state.pending.len() + state.tombstones.len() >= threshold
-            || state.overlay.len() >= threshold.saturating_mul(2)
+        let sizes = state.level_sizes();
+        let pending = state.pending.len() as u64;
+        let job = super::levels::due(
+            &sizes,
+            pending,
+            state.tombstones.len() as u64,
+            state.fingerprints(),
+            threshold as u64,
+        );
+        if job.is_some() {
+            return job;
+        }
+        // The pairs of pending fingerprints and of other levels' are in
+        // the overlay too (about one each), and no fold takes them out.
+        let outside: u64 = pending + sizes.iter().skip(1).sum::<u64>();
+        let fold_due = state.overlay.len() as u64
+            >= outside.saturating_add((threshold as u64).saturating_mul(2));
+        fold_due.then(super::levels::Job::fold)
     }
 
-    /// The merge threshold now: as configured, or the larger of 65,536 and
-    /// 1/64 of the stored fingerprints.
+    /// Whether a merge is due (see [`due_job`](Self::due_job)).
+    pub fn merge_due(&self) -> bool {
+        self.due_job().is_some()
+    }
+
+    /// The merge threshold: as configured, or
+    /// [`DEFAULT_MIN_MERGE_THRESHOLD`].
     pub fn merge_threshold(&self) -> usize {
-        self.options.merge_threshold.unwrap_or_else(|| {
-            let stored = self.state.read().fingerprints();
-            DEFAULT_MIN_MERGE_THRESHOLD.max((stored / MERGE_FRACTION) as usize)
-        })
+        self.options
+            .merge_threshold
+            .unwrap_or(DEFAULT_MIN_MERGE_THRESHOLD)
+    }
+
+    /// Counts bytes a merge wrote.
+    pub fn count_merge_bytes(&self, bytes: u64) {
+        self.merge_bytes
+            .fetch_add(bytes, std::sync::atomic::Ordering::Relaxed);
     }
 
     /// Wakes the compactor when enough fingerprints are pending.

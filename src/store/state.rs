@@ -2,9 +2,11 @@
 //! the pending fingerprints (appended but not yet merged into blocks) and
 //! the tombstones (deleted from the tables but still in their blocks).
 //!
-//! A fingerprint `x` is live iff `x` is pending, or it is in the tables and
-//! not tombstoned. Invariants: tombstones ⊆ tables; no pending fingerprint
-//! is in the tables.
+//! The tables are those of every level (see [`levels`](super::levels)):
+//! table `g = l * T + t` is table `t` of level `l`. A fingerprint `x` is
+//! live iff `x` is pending, or it is in a level and not tombstoned.
+//! Invariants: the levels are disjoint; tombstones ⊆ tables; no pending
+//! fingerprint is in the tables.
 
 use std::collections::{BTreeSet, HashSet};
 use std::sync::Arc;
@@ -124,8 +126,11 @@ pub const IDS_TOGETHER: usize = 16;
 /// state lock.
 #[derive(Debug, Clone)]
 pub struct State {
-    /// One snapshot per table; replaced whole by a compaction.
+    /// One snapshot per table of every level, level by level; replaced
+    /// whole by a compaction.
     pub tables: Arc<Vec<TableState>>,
+    /// Tables per level (the plan's).
+    pub per_level: usize,
     /// Appended, not yet merged.
     pub pending: Pending,
     /// Deleted, not yet removed from the blocks.
@@ -139,12 +144,76 @@ pub struct State {
 }
 
 impl State {
-    /// Whether `fp` is in the compressed tables (tombstoned or not).
+    /// Number of levels.
+    pub fn levels(&self) -> usize {
+        self.tables.len() / self.per_level.max(1)
+    }
+
+    /// Table 0 of level `l` (unpermuted: every fingerprint of the level,
+    /// in increasing order).
+    pub fn level(&self, l: usize) -> &TableState {
+        &self.tables[l * self.per_level]
+    }
+
+    /// The tables of level `l`.
+    pub fn level_tables(&self, l: usize) -> &[TableState] {
+        &self.tables[l * self.per_level..(l + 1) * self.per_level]
+    }
+
+    /// Fingerprints (tombstoned or not) of each level, level 0 first.
+    pub fn level_sizes(&self) -> Vec<u64> {
+        (0..self.levels())
+            .map(|l| self.level(l).fingerprints())
+            .collect()
+    }
+
+    /// The level holding `fp` (tombstoned or not), if one does.
+    pub fn level_of(&self, plan: &Plan, fp: u64) -> Result<Option<usize>> {
+        let Some(spec) = plan.tables().first() else {
+            return Ok(None);
+        };
+        let x = spec.permutation.apply(fp);
+        for l in 0..self.levels() {
+            let table = self.level(l);
+            if table.fingerprints() > 0 && table.contains(x)? {
+                return Ok(Some(l));
+            }
+        }
+        Ok(None)
+    }
+
+    /// Whether `fp` is in the compressed tables of any level (tombstoned
+    /// or not).
     pub fn in_tables(&self, plan: &Plan, fp: u64) -> Result<bool> {
+        Ok(self.level_of(plan, fp)?.is_some())
+    }
+
+    /// Whether `fp` is in level 0 (whose fingerprints have id blocks).
+    pub fn in_base(&self, plan: &Plan, fp: u64) -> Result<bool> {
         match (self.tables.first(), plan.tables().first()) {
             (Some(table), Some(spec)) => table.contains(spec.permutation.apply(fp)),
             _ => Ok(false),
         }
+    }
+
+    /// The tables a query probes for the plan's tables `probe`: those of
+    /// level 0 (which carry the pending fingerprints' probes), then those
+    /// of every other level holding fingerprints.
+    pub fn probes(&self, probe: &[usize]) -> Vec<usize> {
+        let mut out = Vec::with_capacity(probe.len());
+        for l in 0..self.levels() {
+            if l == 0 || self.level(l).fingerprints() > 0 {
+                out.extend(probe.iter().map(|&t| l * self.per_level + t));
+            }
+        }
+        out
+    }
+
+    /// Fingerprints in the tables of every level.
+    pub fn table_fingerprints(&self) -> u64 {
+        (0..self.levels())
+            .map(|l| self.level(l).fingerprints())
+            .sum()
     }
 
     /// The ids of `fp` in its id block (none when the tables do not hold
@@ -208,14 +277,14 @@ impl State {
             ids: self.ids,
             pending: self.pending.len() as u64,
             tombstones: self.tombstones.len() as u64,
-            table_fingerprints: self.tables.first().map_or(0, TableState::fingerprints),
+            table_fingerprints: self.table_fingerprints(),
         }
     }
 
     /// Number of live fingerprints.
     pub fn fingerprints(&self) -> u64 {
-        let in_tables = self.tables.first().map_or(0, TableState::fingerprints);
-        in_tables.saturating_sub(self.tombstones.len() as u64) + self.pending.len() as u64
+        self.table_fingerprints()
+            .saturating_sub(self.tombstones.len() as u64) + self.pending.len() as u64
     }
 }
 

@@ -12,7 +12,7 @@ pub struct Stats {
     pub fingerprints: u64,
     /// (fingerprint, id) pairs.
     pub ids: u64,
-    /// Number of permuted tables.
+    /// Number of permuted tables (per level).
     pub tables: usize,
     /// The largest distance the tables answer.
     pub max_distance: u32,
@@ -47,6 +47,25 @@ pub struct Stats {
     /// The number of sample documents of the store's document
     /// frequencies, if it has them.
     pub idf_documents: Option<u32>,
+    /// Each level's tables, level 0 (the largest, with the id blocks)
+    /// first.
+    pub levels: Vec<LevelStats>,
+    /// Bytes of blocks and id blocks written by merges (compactions and
+    /// bulk inserts) since this handle opened the store, as encoded
+    /// (RocksDB adds its own write-ahead log and compaction writes).
+    pub merge_bytes_written: u64,
+}
+
+/// Counts and sizes of one level of tables.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct LevelStats {
+    /// Fingerprints in the level (tombstoned or not).
+    pub fingerprints: u64,
+    /// Blocks over the level's tables.
+    pub blocks: u64,
+    /// Encoded block bytes over the level's tables.
+    pub bytes: u64,
 }
 
 pub(crate) fn stats(shared: &Shared) -> Stats {
@@ -54,7 +73,7 @@ pub(crate) fn stats(shared: &Shared) -> Stats {
     Stats {
         fingerprints: state.fingerprints(),
         ids: state.ids,
-        tables: state.tables.len(),
+        tables: state.per_level,
         max_distance: u32::from(shared.plan.max_distance()),
         blocks: state.tables.iter().map(|t| t.keys().len() as u64).sum(),
         pending: state.pending.len() as u64,
@@ -69,6 +88,19 @@ pub(crate) fn stats(shared: &Shared) -> Stats {
         tables_in_memory: state.tables.iter().all(|t| t.in_memory()),
         sketches: shared.sketches,
         idf_documents: shared.idf.as_ref().map(|i| i.documents()),
+        levels: (0..state.levels())
+            .map(|l| {
+                let tables = state.level_tables(l);
+                LevelStats {
+                    fingerprints: state.level(l).fingerprints(),
+                    blocks: tables.iter().map(|t| t.keys().len() as u64).sum(),
+                    bytes: tables.iter().map(|t| t.encoded_bytes()).sum(),
+                }
+            })
+            .collect(),
+        merge_bytes_written: shared
+            .merge_bytes
+            .load(std::sync::atomic::Ordering::Relaxed),
     }
 }
 

@@ -117,6 +117,16 @@ pub(crate) fn to_4(shared: &Shared, manifest: &Manifest) -> Result<()> {
     db.write(batch, true)
 }
 
+/// Writes `manifest` (version 5, every level's families added and their
+/// index records written before the load), synced.
+pub(crate) fn to_5(shared: &Shared, manifest: &Manifest) -> Result<()> {
+    debug_assert!(manifest.version == 5);
+    let db = &shared.db;
+    let mut batch = storage::batch();
+    batch.put_cf(db.default_family()?, keys::MANIFEST, manifest.encode());
+    db.write(batch, true)
+}
+
 #[cfg(test)]
 mod tests {
     #[test]

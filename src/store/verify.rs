@@ -1,8 +1,8 @@
 //! `verify`: re-reads every table from disk and checks every block's
-//! checksum, decoding, ordering and key, that all tables hold the same
-//! fingerprint set, that each table's index record lists exactly its
-//! blocks, and that pending, tombstone and id records agree with the
-//! tables.
+//! checksum, decoding, ordering and key, that all tables of a level hold
+//! the same fingerprint set and no fingerprint is in two levels, that each
+//! table's index record lists exactly its blocks, and that pending,
+//! tombstone and id records agree with the tables.
 
 use std::collections::HashSet;
 
@@ -17,11 +17,13 @@ use crate::format::records::{self, IndexEntry};
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct VerifyReport {
-    /// Tables checked.
+    /// Tables checked (per level).
     pub tables: usize,
+    /// Levels checked.
+    pub levels: usize,
     /// Blocks checked, over all tables.
     pub blocks: u64,
-    /// Fingerprints decoded in table 0.
+    /// Fingerprints decoded in table 0 of every level.
     pub fingerprints: u64,
     /// Every problem found; empty when the store is sound.
     pub problems: Vec<String>,
@@ -64,13 +66,32 @@ pub(crate) fn verify(shared: &Shared) -> Result<VerifyReport> {
     let plan = &shared.plan;
     shared.check_families_current()?;
     let state = shared.state.read();
+    let per_level = state.per_level;
     let mut report = VerifyReport {
-        tables: plan.tables().len(),
+        tables: per_level,
+        levels: state.levels(),
         ..Default::default()
     };
+    // The levels are disjoint: every fingerprint of a level above level 0
+    // (read from memory; a block that cannot be read there is reported
+    // by the scans below), with its level, to look up as each level's
+    // table 0 is read from disk.
+    let mut upper: Vec<(u64, usize)> = Vec::new();
+    let mut values = Vec::new();
+    for l in 1..state.levels() {
+        let table = state.level(l);
+        for j in 0..table.keys().len() {
+            if table.decode_block(j, &mut values).is_ok() {
+                upper.extend(values.iter().map(|&x| (x, l)));
+            }
+        }
+    }
+    upper.sort_unstable();
     let mut digests = Vec::new();
     let mut decoded = Vec::new();
-    for (t, spec) in plan.tables().iter().enumerate() {
+    for t in 0..state.tables.len() {
+        let level = t / per_level.max(1);
+        let spec = &plan.tables()[t % per_level.max(1)];
         let table = &state.tables[t];
         let mut digest = SetDigest::default();
         let mut last: Option<u64> = None;
@@ -125,7 +146,18 @@ pub(crate) fn verify(shared: &Shared) -> Result<VerifyReport> {
             }
             last = decoded.last().copied();
             for &p in &decoded {
-                digest.add(spec.permutation.invert(p));
+                let x = spec.permutation.invert(p);
+                digest.add(x);
+                if t % per_level == 0 {
+                    let from = upper.partition_point(|&(y, _)| y < x);
+                    for &(_, other) in upper[from..].iter().take_while(|&&(y, _)| y == x) {
+                        if other != level {
+                            problems.push(format!(
+                                "fingerprint {x:016x} is in levels {level} and {other}"
+                            ));
+                        }
+                    }
+                }
             }
             Ok(true)
         });
@@ -143,12 +175,16 @@ pub(crate) fn verify(shared: &Shared) -> Result<VerifyReport> {
         report.problems.extend(problems);
         digests.push(digest);
     }
-    report.fingerprints = digests.first().map_or(0, |d| d.count);
-    for (t, d) in digests.iter().enumerate().skip(1) {
-        if Some(d) != digests.first() {
+    for (t, d) in digests.iter().enumerate() {
+        let first = &digests[t - t % per_level];
+        if t % per_level == 0 {
+            report.fingerprints += d.count;
+        } else if d != first {
             report.problems.push(format!(
-                "table {t} holds a different fingerprint set from table 0 ({} vs {} fingerprints)",
-                d.count, report.fingerprints
+                "table {t} holds a different fingerprint set from table {} of its level ({} vs {} fingerprints)",
+                t - t % per_level,
+                d.count,
+                first.count
             ));
         }
     }
@@ -359,22 +395,28 @@ fn check_ids(
         .collect();
     outside.sort_unstable();
     for fp in outside {
-        match state.in_tables(plan, fp) {
-            Ok(true) => continue,
-            Ok(false) => {}
-            Err(e) => {
+        // A fingerprint of level 0 has an id block (checked above); one
+        // of another level, like a pending one, has every pair here.
+        let upper = match (state.in_base(plan, fp), state.in_tables(plan, fp)) {
+            (Ok(true), _) => continue,
+            (Ok(false), Ok(upper)) => upper,
+            (Err(e), _) | (_, Err(e)) => {
                 note(format!("ids of {fp:016x}: {e}"));
                 continue;
             }
-        }
+        };
         for &(id, added) in overlay.get(fp) {
             if !added {
                 note(format!(
-                    "ids: pair ({fp:016x}, {id}) is marked removed but its fingerprint is not in the tables"
+                    "ids: pair ({fp:016x}, {id}) is marked removed but its fingerprint is not in level 0"
                 ));
-            } else if !state.pending.contains(plan, fp) {
+            } else if !upper && !state.pending.contains(plan, fp) {
                 note(format!(
                     "id {id} belongs to fingerprint {fp:016x}, which is not stored"
+                ));
+            } else if upper && state.tombstones.contains(&fp) {
+                note(format!(
+                    "deleted fingerprint {fp:016x} still has id {id}"
                 ));
             } else {
                 pairs += 1;

@@ -245,6 +245,23 @@ pub fn merge_observed(
     })
 }
 
+/// Every block of `old` dropped: the table emptied (a level merged into
+/// the one below it), keeping its codes so code ids never repeat.
+pub fn cleared(old: &TableState) -> MergeOutput {
+    MergeOutput {
+        state: TableState::from_slots(
+            old.number,
+            Vec::new(),
+            Vec::new(),
+            Arc::clone(&old.codes),
+            old.storage.clone(),
+        ),
+        removed: old.keys.clone(),
+        added: Added::default(),
+        new_code: None,
+    }
+}
+
 /// The blocks (indexes into `keys`, increasing) whose ranges hold the
 /// sorted `values`: block `j` holds the values from its key up to the next
 /// block's (block 0 also those below its key; an empty table has block 0).

@@ -18,7 +18,7 @@ use std::sync::Arc;
 pub use codes::Codebook;
 pub use fill::{Filling, Piece};
 pub use loader::Loader;
-pub use merge::{merge, merge_observed, Added, MergeOutput};
+pub use merge::{cleared, merge, merge_observed, Added, MergeOutput};
 pub use packed::{Cursor, Packed};
 pub use probe::ProbeStart;
 pub(crate) use state::header_count;

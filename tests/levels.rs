@@ -1,0 +1,210 @@
+//! Levels against the brute-force oracle: stores grown by small writes
+//! with a tiny merge threshold, so pending fingerprints go into the
+//! smallest level and levels merge into larger ones; every query path
+//! (ids included) checked after each merge, across deletes and re-inserts
+//! of fingerprints held in every level, reopen, bulk inserts and a full
+//! compaction, with `verify` clean throughout.
+
+mod common;
+
+use common::{check_store, clustered, queries, random, shape, Model, Rng};
+use simstore::{Options, Store};
+
+/// The batch path (sorted passes over every level) against the model.
+fn check_batch(store: &Store, model: &Model, qs: &[u64]) {
+    let k = store.max_distance();
+    let answers = store.query_many(qs, k).unwrap();
+    for (q, got) in qs.iter().zip(&answers) {
+        assert_eq!(shape(got), model.query(*q, k), "batch {q:016x}");
+    }
+}
+
+fn verified(store: &Store) {
+    let report = store.verify().unwrap();
+    assert!(report.ok(), "{:?}", report.problems);
+}
+
+/// Non-empty levels.
+fn levels_held(store: &Store) -> usize {
+    store
+        .stats()
+        .levels
+        .iter()
+        .filter(|l| l.fingerprints > 0)
+        .count()
+}
+
+fn grown(data: &[u64], block_size: usize, seed: u64) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("s");
+    let options = Options::new()
+        .block_size(block_size)
+        .merge_threshold(40)
+        .manual_compaction(true);
+    let store = Store::create(&path, &options).unwrap();
+    let mut rng = Rng(seed);
+    let mut model = Model::default();
+    let qs = queries(data, 150, &mut rng);
+    let mut most_levels = 0;
+    let mut next_id = 0u64;
+    for (round, chunk) in data.chunks(53).enumerate() {
+        for &fp in chunk {
+            model.insert(fp, Some(next_id));
+            store.insert(fp, next_id).unwrap();
+            next_id += 1;
+        }
+        // Some fingerprints already stored (in some level) get another id.
+        for i in 0..3 {
+            let fp = data[(round * 31 + i * 7) % (chunk.len() + round * 53)];
+            model.insert(fp, Some(next_id));
+            store.insert(fp, next_id).unwrap();
+            next_id += 1;
+        }
+        store.merge_due().unwrap();
+        most_levels = most_levels.max(levels_held(&store));
+        if round % 9 == 4 {
+            check_store(&store, &model, &qs);
+            check_batch(&store, &model, &qs);
+            verified(&store);
+        }
+    }
+    assert!(
+        data.len() < 1000 || most_levels >= 3,
+        "only {most_levels} levels held at once"
+    );
+    check_store(&store, &model, &qs);
+    check_batch(&store, &model, &qs);
+    verified(&store);
+
+    // Deletes across the levels: whole fingerprints and single pairs,
+    // then merges carry the tombstones to the levels holding them.
+    let stored: Vec<u64> = model.fps.keys().copied().collect();
+    for (i, &fp) in stored.iter().enumerate() {
+        match i % 5 {
+            0 => {
+                model.delete_fingerprint(fp);
+                assert!(store.delete_fingerprint(fp).unwrap());
+            }
+            1 => {
+                if let Some(&id) = model.fps[&fp].iter().next() {
+                    model.delete(fp, id);
+                    assert!(store.delete(fp, id).unwrap());
+                }
+            }
+            _ => {}
+        }
+    }
+    check_store(&store, &model, &qs);
+    verified(&store);
+    // New fingerprints make merges due; the tombstones go with them.
+    for &fp in random(300, &mut rng).iter() {
+        model.insert(fp, Some(next_id));
+        store.insert(fp, next_id).unwrap();
+        next_id += 1;
+        if next_id.is_multiple_of(45) {
+            store.merge_due().unwrap();
+        }
+    }
+    store.merge_due().unwrap();
+    check_store(&store, &model, &qs);
+    check_batch(&store, &model, &qs);
+    verified(&store);
+
+    // Re-inserts of deleted fingerprints, reopen (blocks read on demand,
+    // then warmed), more merges.
+    for &fp in stored.iter().step_by(10).take(60) {
+        model.insert(fp, Some(next_id));
+        store.insert(fp, next_id).unwrap();
+        next_id += 1;
+    }
+    drop(store);
+    let store = Store::open(&path, &options.clone().warm(false)).unwrap();
+    check_store(&store, &model, &qs);
+    store.merge_due().unwrap();
+    check_store(&store, &model, &qs);
+    verified(&store);
+    drop(store);
+    let store = Store::open(&path, &options).unwrap();
+    store.wait_warm();
+    check_store(&store, &model, &qs);
+
+    // A bulk insert as large as an eighth of the store takes every level
+    // into level 0 with it.
+    let bulk: Vec<(u64, u64)> = random(data.len() / 4 + 41, &mut rng)
+        .into_iter()
+        .map(|fp| {
+            next_id += 1;
+            (fp, next_id)
+        })
+        .collect();
+    for &(fp, id) in &bulk {
+        model.insert(fp, Some(id));
+    }
+    store.insert_many(&bulk).unwrap();
+    check_store(&store, &model, &qs);
+    verified(&store);
+
+    // A full compaction leaves one level.
+    for &fp in data.iter().take(100) {
+        model.insert(fp, Some(next_id));
+        store.insert(fp, next_id).unwrap();
+        next_id += 1;
+    }
+    store.merge_due().unwrap();
+    store.compact().unwrap();
+    assert_eq!(levels_held(&store), usize::from(!model.fps.is_empty()));
+    check_store(&store, &model, &qs);
+    check_batch(&store, &model, &qs);
+    verified(&store);
+    assert_eq!(store.stats().pending, 0);
+}
+
+#[test]
+fn random_data_grown_through_levels() {
+    for n in [0usize, 30, 4000] {
+        grown(&random(n, &mut Rng(n as u64 + 1)), 48, 7);
+    }
+}
+
+#[test]
+fn clustered_data_grown_through_levels() {
+    grown(&clustered(5000, &mut Rng(3)), 64, 8);
+}
+
+/// Stats report each level and the bytes merges wrote; the background
+/// compactor runs the same merges.
+#[test]
+fn background_merges_fill_levels_and_count_their_bytes() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::create(
+        dir.path().join("s"),
+        &Options::new().block_size(64).merge_threshold(30),
+    )
+    .unwrap();
+    let data = random(3000, &mut Rng(99));
+    let mut model = Model::default();
+    for (i, &fp) in data.iter().enumerate() {
+        model.insert(fp, Some(i as u64));
+        store.insert(fp, i as u64).unwrap();
+    }
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while store.stats().pending >= 30 && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let stats = store.stats();
+    assert!(stats.pending < 30, "{stats:?}");
+    assert_eq!(stats.levels.len(), 6);
+    assert!(stats.merge_bytes_written > 0);
+    let held: u64 = stats.levels.iter().map(|l| l.fingerprints).sum();
+    assert_eq!(held + stats.pending, 3000);
+    assert_eq!(
+        stats.levels.iter().map(|l| l.blocks).sum::<u64>(),
+        stats.blocks
+    );
+    assert_eq!(
+        stats.levels.iter().map(|l| l.bytes).sum::<u64>(),
+        stats.table_bytes
+    );
+    check_store(&store, &model, &queries(&data, 100, &mut Rng(5)));
+    verified(&store);
+}
