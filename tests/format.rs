@@ -244,7 +244,10 @@ fn upgraded(path: &std::path::Path) -> rocksdb::DB {
     assert!(db.cf_handle("sketches").is_none());
     let tables = manifest.plan.tables().len() * 6;
     for t in 0..tables {
-        assert!(db.cf_handle(&format!("table-{t:03}")).is_some(), "table {t}");
+        assert!(
+            db.cf_handle(&format!("table-{t:03}")).is_some(),
+            "table {t}"
+        );
         assert!(db.get(index_key(t as u16)).unwrap().is_some(), "index {t}");
     }
     assert!(db.cf_handle(&format!("table-{tables:03}")).is_none());

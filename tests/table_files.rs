@@ -17,6 +17,8 @@ use raw::raw_db;
 use simstore::{Error, Options, Store};
 
 const TABLES: usize = 4;
+/// Levels of tables every store has.
+const LEVELS: u16 = 6;
 /// Files a commit writes: one a table, then the id blocks' (ingested
 /// last).
 const FILES: usize = TABLES + 1;
@@ -165,15 +167,16 @@ fn table_files_left_without_a_record_are_removed_at_open() {
 
 #[test]
 fn a_damaged_table_files_record_refuses_the_open() {
-    let valid_beyond_the_plan = simstore::format::records::encode_table_files(&[9]);
-    // The number after the last table names the id blocks; one more is
-    // beyond the plan.
-    let past_the_id_blocks = simstore::format::records::encode_table_files(&[TABLES as u16 + 1]);
+    let valid_beyond_the_plan = simstore::format::records::encode_table_files(&[99]);
+    // The number after the last table (of the last level) names the id
+    // blocks; one more is beyond the plan.
+    let past_the_id_blocks =
+        simstore::format::records::encode_table_files(&[LEVELS * TABLES as u16 + 1]);
     let mut bad_checksum = simstore::format::records::encode_table_files(&[1]);
     *bad_checksum.last_mut().unwrap() ^= 1;
     for (record, reason) in [
-        (valid_beyond_the_plan, "names table 9"),
-        (past_the_id_blocks, "names table 5"),
+        (valid_beyond_the_plan, "names table 99"),
+        (past_the_id_blocks, "names table 25"),
         (bad_checksum, "checksum"),
     ] {
         let dir = tempfile::tempdir().unwrap();

@@ -54,9 +54,12 @@ pub(crate) fn insert_bulk<E: super::Entry>(shared: &Shared, pairs: &[E]) -> Resu
             let table = state.level(l);
             for j in 0..table.keys().len() {
                 table.decode_block(j, &mut scratch)?;
-                adds.extend(scratch.iter().copied().filter(|x| {
-                    !state.tombstones.contains(x) || fps.binary_search(x).is_ok()
-                }));
+                adds.extend(
+                    scratch
+                        .iter()
+                        .copied()
+                        .filter(|x| !state.tombstones.contains(x) || fps.binary_search(x).is_ok()),
+                );
             }
         }
         adds.sort_unstable();
@@ -151,6 +154,5 @@ pub(crate) fn insert_bulk<E: super::Entry>(shared: &Shared, pairs: &[E]) -> Resu
 /// smaller batch would not pay for: it goes through the smallest level).
 pub(crate) fn worth_it(shared: &Shared, n: usize) -> bool {
     let stored = shared.state.read().fingerprints();
-    n >= shared.merge_threshold()
-        && (n as u64).saturating_mul(super::levels::RATIO) >= stored
+    n >= shared.merge_threshold() && (n as u64).saturating_mul(super::levels::RATIO) >= stored
 }

@@ -533,10 +533,7 @@ fn rewritten(new0: &TableState, written: &Added, fp: u64) -> bool {
 /// level 0 should rewrite: those in level 0 and not tombstoned (a
 /// tombstoned one leaves the tables, and a pending one or one of another
 /// level has no id block); increasing.
-pub(crate) fn to_fold(
-    plan: &crate::plan::Plan,
-    state: &super::state::State,
-) -> Result<Vec<u64>> {
+pub(crate) fn to_fold(plan: &crate::plan::Plan, state: &super::state::State) -> Result<Vec<u64>> {
     let mut fold = Vec::new();
     for fp in state.overlay.fingerprints() {
         if !state.pending.contains(plan, fp)

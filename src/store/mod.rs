@@ -9,8 +9,8 @@ mod entry;
 mod files;
 mod health;
 mod ids;
-mod locks;
 mod levels;
+mod locks;
 mod memory;
 mod open;
 mod options;
@@ -426,7 +426,9 @@ impl Store {
     /// use simstore::{Options, Store};
     ///
     /// let store = Store::create(&dir, &Options::new().manual_compaction(true).merge_threshold(2))?;
-    /// store.insert_many(&[(1, 10), (2, 20), (3, 30)])?;
+    /// for (fp, id) in [(1, 10), (2, 20), (3, 30)] {
+    ///     store.insert(fp, id)?;
+    /// }
     /// assert_eq!(store.stats().pending, 3);
     /// store.merge_due()?;
     /// assert_eq!(store.stats().pending, 0);

@@ -284,7 +284,8 @@ impl State {
     /// Number of live fingerprints.
     pub fn fingerprints(&self) -> u64 {
         self.table_fingerprints()
-            .saturating_sub(self.tombstones.len() as u64) + self.pending.len() as u64
+            .saturating_sub(self.tombstones.len() as u64)
+            + self.pending.len() as u64
     }
 }
 

@@ -415,9 +415,7 @@ fn check_ids(
                     "id {id} belongs to fingerprint {fp:016x}, which is not stored"
                 ));
             } else if upper && state.tombstones.contains(&fp) {
-                note(format!(
-                    "deleted fingerprint {fp:016x} still has id {id}"
-                ));
+                note(format!("deleted fingerprint {fp:016x} still has id {id}"));
             } else {
                 pairs += 1;
             }
