@@ -259,6 +259,7 @@ pub(crate) fn merge_all(
             let mut ids = MergedIds {
                 blocks: builder.blocks,
                 new_pairs: builder.new_pairs,
+                folded: builder.folded,
                 filed: false,
             };
             files::file_ids(shared, &out.removed, &mut ids)?;
@@ -384,6 +385,7 @@ pub(crate) fn write_ids(
     // The blocks go (memory held by the new id table, or the batch, holds
     // them); the record of whether they were filed stays.
     let written = std::mem::take(&mut merged_ids.blocks);
+    let folded = std::mem::take(&mut merged_ids.folded);
     let new_pairs = merged_ids.new_pairs;
     if !merged_ids.filed {
         let family = db.family(keys::ID_BLOCKS_FAMILY)?;
@@ -409,6 +411,7 @@ pub(crate) fn write_ids(
         ids.extra,
         ids.adds0,
         removes,
+        &folded,
         new0,
         &written,
     )?;

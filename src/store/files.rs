@@ -42,6 +42,8 @@ pub(crate) struct MergedIds {
     pub blocks: Added,
     /// Pairs they hold that were not stored before (a bulk insert's).
     pub new_pairs: u64,
+    /// Fingerprints whose overlay entries they fold in, increasing.
+    pub folded: Vec<u64>,
     /// Whether their changes went to the id blocks' table file (see
     /// [`file_ids`]) instead of the write batch.
     pub filed: bool,

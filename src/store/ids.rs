@@ -424,6 +424,9 @@ pub(crate) struct IdBuilder<'a> {
     pub blocks: Added,
     /// Pairs of `extra` that were not stored before.
     pub new_pairs: u64,
+    /// The fingerprints of the new blocks that had overlay entries (folded
+    /// into their id blocks), increasing.
+    pub folded: Vec<u64>,
 }
 
 impl<'a> IdBuilder<'a> {
@@ -432,6 +435,7 @@ impl<'a> IdBuilder<'a> {
             truth,
             writer: IdBlockWriter::new(),
             scratch: Vec::new(),
+            folded: Vec::new(),
             blocks: Added::default(),
             new_pairs: 0,
         }
@@ -440,6 +444,9 @@ impl<'a> IdBuilder<'a> {
     /// The id block of the new table-0 block `key` holding `values`.
     pub fn observe(&mut self, key: u64, values: &[u64]) -> Result<()> {
         for &fp in values {
+            if !self.truth.overlay.get(fp).is_empty() {
+                self.folded.push(fp);
+            }
             self.new_pairs += self.truth.ids(fp, &mut self.scratch)?;
             self.writer.push(&self.scratch);
         }
@@ -466,6 +473,13 @@ pub(crate) struct Reconciled {
 /// difference between what it stores now (with `extra`) and what its id
 /// block holds after the merge. Entries folded into new id blocks go;
 /// changes made since the snapshot stay, against the new id blocks.
+///
+/// Only a fingerprint the merge adds, removes or folds (`folded`: those
+/// of the new id blocks that had entries in `snapshot`), or whose entries
+/// changed since the snapshot, can have other entries after the merge;
+/// every other one keeps its entries as they are, unwritten (the pairs of
+/// other levels' fingerprints and of pending ones, most of the overlay,
+/// are not rewritten by every merge into level 0).
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn reconcile(
     plan: &crate::plan::Plan,
@@ -474,6 +488,7 @@ pub(crate) fn reconcile(
     extra: &[(u64, u64)],
     adds: &[u64],
     removes: &[u64],
+    folded: &[u64],
     new0: &TableState,
     written: &Added,
 ) -> Result<Reconciled> {
@@ -491,6 +506,14 @@ pub(crate) fn reconcile(
     };
     let mut old_base = Vec::new();
     for fp in fps {
+        let involved = adds.binary_search(&fp).is_ok()
+            || removes.binary_search(&fp).is_ok()
+            || folded.binary_search(&fp).is_ok()
+            || extra.binary_search_by_key(&fp, |&(f, _)| f).is_ok();
+        if !involved && now.overlay.get(fp) == snapshot.get(fp) {
+            out.overlay.replace(fp, now.overlay.get(fp).to_vec());
+            continue;
+        }
         now.base_ids(plan, fp, &mut old_base)?;
         let in_old = now.in_base(plan, fp)?;
         let in_new =

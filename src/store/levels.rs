@@ -29,8 +29,9 @@ pub(crate) struct Job {
     pub sources: Vec<usize>,
     /// Whether the pending fingerprints move into `target` too.
     pub pending: bool,
-    /// Whether overlay entries of level-0 fingerprints are folded into
-    /// their id blocks (only with `target` 0).
+    /// Whether every overlay entry of a level-0 fingerprint is folded into
+    /// its id block (only with `target` 0; any merge into level 0 folds
+    /// those of the blocks it rewrites anyway).
     pub fold: bool,
 }
 
@@ -101,7 +102,7 @@ pub(crate) fn due(
                 target: l - 1,
                 sources: vec![l],
                 pending: false,
-                fold: l == 1,
+                fold: false,
             });
         }
     }
@@ -109,7 +110,7 @@ pub(crate) fn due(
         target: top,
         sources: Vec::new(),
         pending: true,
-        fold: top == 0,
+        fold: false,
     })
 }
 
@@ -134,14 +135,14 @@ mod tests {
         assert_eq!(due(&[10_000, 500, 0, 0, 0, 0], 999, 0, 10_500, t), None);
         // Pending flushed into the top level.
         let flush = due(&[10_000, 500, 0, 0, 0, 0], 1000, 0, 11_500, t).unwrap();
-        assert_eq!((flush.target, flush.pending, flush.fold), (1, true, false));
+        assert_eq!((flush.target, flush.pending), (1, true));
         // While level 0 is small, straight into it.
         let flush = due(&[5_000, 0, 0, 0, 0, 0], 1000, 0, 6_000, t).unwrap();
-        assert_eq!((flush.target, flush.fold), (0, true));
+        assert_eq!(flush.target, 0);
         // A level past its capacity goes down first.
         let down = due(&[10_000, 1_251, 0, 0, 0, 0], 5000, 0, 16_251, t).unwrap();
         assert_eq!((down.target, down.sources.as_slice()), (0, &[1][..]));
-        assert!(!down.pending && down.fold);
+        assert!(!down.pending);
         // A level above the top (level 0 shrank) goes down too.
         let down = due(&[100_000, 10, 10, 0, 0, 5], 0, 0, 100_025, t).unwrap();
         assert_eq!((down.target, down.sources.as_slice()), (4, &[5][..]));
