@@ -1,14 +1,17 @@
 //! `simstore-bench`: the benchmarks of simstore. `run` measures ingest,
 //! space, query, open and recovery figures against baselines computed in
 //! the same run; `quality` measures how well fingerprint distance finds
-//! near-duplicate documents. `peers.py` beside this crate compares the
+//! near-duplicate documents; `grow` grows a store from empty by
+//! incremental writes with queries beside them. `peers.py` beside this crate compares the
 //! `simstore` command with FAISS and mih-rs.
 
 mod bench;
 mod cold;
+mod grow;
 mod html;
 mod pend;
 mod quality;
+mod svg;
 
 use std::path::PathBuf;
 
@@ -27,6 +30,10 @@ struct Cli {
 enum Command {
     /// Measure ingest, space and query rates against in-run baselines.
     Run(bench::Config),
+    /// Grow a store from empty to N pairs by incremental writes, with
+    /// queries running beside them: rates, bytes written and memory per
+    /// tenth of the way.
+    Grow(grow::Config),
     /// Precision and recall of fingerprint distance against the Jaccard
     /// similarity of word shingles, over pairs of the given documents.
     Quality {
@@ -77,6 +84,7 @@ fn dispatch(command: Command) -> Result<(), Failure> {
     let mut out = std::io::stdout().lock();
     match command {
         Command::Run(config) => bench::run(&config, &mut out),
+        Command::Grow(config) => grow::run(&config, &mut out),
         Command::Quality {
             inputs,
             threshold,

@@ -78,3 +78,58 @@ fn precision_and_recall_on_hundreds_of_real_documents() {
     assert!(decided[2] >= 50.0, "{text}");
     assert!(decided[5] >= 0.95 && decided[6] >= 0.85, "{text}");
 }
+
+/// `grow` at 20K pairs in both modes: ten CSV rows of positive rates, no
+/// query missing a stored pair, and a chart that is one SVG element.
+#[test]
+fn grow_reports_ten_tenths_and_a_chart_in_both_modes() {
+    for mode in ["buffered", "sync"] {
+        let dir = tempfile::tempdir().unwrap();
+        let csv = dir.path().join("grow.csv");
+        let svg = dir.path().join("grow.svg");
+        let out = Command::new(env!("CARGO_BIN_EXE_simstore-bench"))
+            .args(["grow", "--size", "20000", "--mode", mode])
+            .arg("--dir")
+            .arg(dir.path().join("s"))
+            .arg("--csv")
+            .arg(&csv)
+            .arg("--svg")
+            .arg(&svg)
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success(),
+            "{mode}: {text}{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(text.contains("; 0 failures"), "{mode}: {text}");
+
+        let csv = std::fs::read_to_string(&csv).unwrap();
+        let mut lines = csv.lines();
+        let header: Vec<&str> = lines.next().unwrap().split(',').collect();
+        let column = |name: &str| header.iter().position(|&h| h == name).unwrap();
+        let rows: Vec<Vec<&str>> = lines.map(|l| l.split(',').collect()).collect();
+        assert_eq!(rows.len(), 10, "{mode}: {csv}");
+        let mut querying = 0;
+        for (i, row) in rows.iter().enumerate() {
+            assert_eq!(row.len(), header.len(), "{mode}: {csv}");
+            assert_eq!(row[column("tenth")], (i + 1).to_string(), "{mode}: {csv}");
+            let ingest: f64 = row[column("ingest_per_s")].parse().unwrap();
+            assert!(ingest > 0.0, "{mode}: {csv}");
+            let queries: f64 = row[column("queries_per_s")].parse().unwrap();
+            assert!(queries >= 0.0, "{mode}: {csv}");
+            querying += usize::from(queries > 0.0);
+        }
+        // A tenth of 20K pairs lasts tens of milliseconds: on a loaded
+        // machine the one query thread, among 64 writers, may get no
+        // processor time in one of them.
+        assert!(querying >= 5, "{mode}: {csv}");
+        assert_eq!(rows[9][column("pairs")], "20000", "{mode}: {csv}");
+
+        let svg = std::fs::read_to_string(&svg).unwrap();
+        assert!(svg.starts_with("<svg"), "{mode}: {svg}");
+        assert!(svg.trim_end().ends_with("</svg>"), "{mode}: {svg}");
+        assert_eq!(svg.matches("<polyline").count(), 2, "{mode}: {svg}");
+    }
+}
