@@ -208,3 +208,31 @@ fn background_merges_fill_levels_and_count_their_bytes() {
     check_store(&store, &model, &queries(&data, 100, &mut Rng(5)));
     verified(&store);
 }
+
+/// Writers wait for the background merges once `max_pending` fingerprints
+/// are pending, so a single writer never finds more than that.
+#[test]
+fn writers_wait_at_max_pending() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::create(
+        dir.path().join("s"),
+        &Options::new()
+            .block_size(64)
+            .merge_threshold(50)
+            .max_pending(120)
+            .durability(simstore::Durability::Buffered),
+    )
+    .unwrap();
+    let data = random(4000, &mut Rng(17));
+    let mut most = 0;
+    for (i, &fp) in data.iter().enumerate() {
+        store.insert(fp, i as u64).unwrap();
+        most = most.max(store.stats().pending);
+    }
+    assert!(most <= 120, "{most} pending");
+    let mut model = Model::default();
+    for (i, &fp) in data.iter().enumerate() {
+        model.insert(fp, Some(i as u64));
+    }
+    check_store(&store, &model, &queries(&data, 60, &mut Rng(2)));
+}

@@ -89,6 +89,7 @@ pub(crate) fn insert_bulk<E: super::Entry>(shared: &Shared, pairs: &[E]) -> Resu
         overlay: &overlay,
         extra: &ids,
         adds0: &with_fold(&adds, &fold),
+        fresh: &[],
     };
     let mut outputs = merge_all(shared, &tables, 0, &adds, &removes, Some(&ids_input))?;
     let table_fingerprints = outputs

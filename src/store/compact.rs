@@ -169,6 +169,7 @@ fn run(shared: &Shared, job: &Job) -> Result<CompactionReport> {
         overlay: &g.overlay,
         extra: &[],
         adds0: &adds0,
+        fresh: &g.adds,
     };
     let ids = (job.target == 0).then_some(&ids);
     let mut outputs = merge_all(shared, &g.tables, job.target, &g.adds, &g.removes, ids)?;
@@ -202,6 +203,10 @@ pub(crate) struct IdsInput<'a> {
     /// Table 0's adds: the adds and the fingerprints whose id blocks are
     /// rewritten to fold their overlay entries in (see [`with_fold`]).
     pub adds0: &'a [u64],
+    /// Fingerprints of `adds0` known not to be in level 0 (pending ones
+    /// and other levels' moving into it), increasing: their ids need no
+    /// lookup of an id block.
+    pub fresh: &'a [u64],
 }
 
 /// The sorted union of `adds` and `fold` (fingerprints of the tables
@@ -410,6 +415,7 @@ pub(crate) fn write_ids(
         ids.overlay,
         ids.extra,
         ids.adds0,
+        ids.fresh,
         removes,
         &folded,
         new0,

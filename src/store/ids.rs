@@ -487,6 +487,7 @@ pub(crate) fn reconcile(
     snapshot: &Overlay,
     extra: &[(u64, u64)],
     adds: &[u64],
+    fresh: &[u64],
     removes: &[u64],
     folded: &[u64],
     new0: &TableState,
@@ -514,8 +515,14 @@ pub(crate) fn reconcile(
             out.overlay.replace(fp, now.overlay.get(fp).to_vec());
             continue;
         }
-        now.base_ids(plan, fp, &mut old_base)?;
-        let in_old = now.in_base(plan, fp)?;
+        // A fingerprint moving into level 0 was not in it.
+        let in_old = if fresh.binary_search(&fp).is_ok() {
+            old_base.clear();
+            false
+        } else {
+            now.base_ids(plan, fp, &mut old_base)?;
+            now.in_base(plan, fp)?
+        };
         let in_new =
             (in_old && removes.binary_search(&fp).is_err()) || adds.binary_search(&fp).is_ok();
         let from = extra.partition_point(|&(f, _)| f < fp);

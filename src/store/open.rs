@@ -448,6 +448,9 @@ fn load(dir: &Path, db: Db, manifest: Manifest, options: &Options) -> Result<Sha
     let gate = Arc::new(Gate::new());
     let states = super::parallel::map_indexed(tables, threads, |t| {
         let codes = Arc::new(Codebook::from_codes(codes[t].clone()));
+        // Only level 0 stays on disk: the other levels hold at most a
+        // seventh of the fingerprints, and every write probes them.
+        let on_disk = on_disk && t < per_level;
         if indexed {
             open_table(&db, t, codes, on_disk, &gate)
         } else {

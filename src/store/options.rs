@@ -91,6 +91,7 @@ pub struct Options {
     pub(crate) block_size: Option<usize>,
     pub(crate) durability: Durability,
     pub(crate) merge_threshold: Option<usize>,
+    pub(crate) max_pending: Option<usize>,
     pub(crate) manual_compaction: bool,
     pub(crate) memory_budget: Option<u64>,
     /// [`warm`](Self::warm) turned off.
@@ -175,6 +176,20 @@ impl Options {
         self
     }
 
+    /// Pending fingerprints at which writes wait for the background
+    /// compactor (default: 64 times the merge threshold, 4,194,304 by
+    /// default): a write that finds this many pending waits until a merge
+    /// has taken them below it, so memory for pending fingerprints and the
+    /// work left to a reopen after a crash stay bounded when writers
+    /// outrun the merges. Writes wait only while a merge is needed to go
+    /// on: merges into the small levels take seconds at most, but one into
+    /// level 0 rewrites it, and pending fingerprints gather meanwhile. No
+    /// effect with [`manual_compaction`](Self::manual_compaction).
+    pub fn max_pending(mut self, n: usize) -> Self {
+        self.max_pending = Some(n.max(1));
+        self
+    }
+
     /// Disables the background compaction thread; pending fingerprints are
     /// then merged only by [`Store::compact`](super::Store::compact)
     /// (default: background compaction on).
@@ -201,8 +216,10 @@ impl Options {
     /// RocksDB's accounting of their families, blocks stay on disk: the
     /// handle keeps only the block keys and sizes, and every probe reads
     /// its blocks through RocksDB (and its block cache), CRC-checking
-    /// each read. Decided at open; a store that outgrows the budget while
-    /// open stays in memory until reopened.
+    /// each read. Only level 0's tables stay on disk so: the other levels
+    /// (at most a seventh of the fingerprints, probed by every write) are
+    /// held whatever the budget. Decided at open; a store that outgrows
+    /// the budget while open stays in memory until reopened.
     pub fn memory_budget(mut self, bytes: u64) -> Self {
         self.memory_budget = Some(bytes);
         self

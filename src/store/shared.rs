@@ -189,6 +189,38 @@ impl Shared {
             .unwrap_or(DEFAULT_MIN_MERGE_THRESHOLD)
     }
 
+    /// The pending fingerprints at which writes wait (see
+    /// [`Options::max_pending`]).
+    pub fn max_pending(&self) -> usize {
+        self.options
+            .max_pending
+            .unwrap_or_else(|| self.merge_threshold().saturating_mul(64))
+    }
+
+    /// Waits while the pending fingerprints reach [`max_pending`](Self::max_pending)
+    /// and the background compactor runs (backpressure on writers that
+    /// outrun the merges); returns at once otherwise, or when the store is
+    /// closing or has failed.
+    pub fn throttle(&self) {
+        if self.options.manual_compaction {
+            return;
+        }
+        let limit = self.max_pending();
+        let mut woke = false;
+        while self.state.read().pending.len() >= limit {
+            // A failing compactor would never free the writers: its error
+            // goes to them instead (see `Health`).
+            if self.health.stopping() || self.health.last_failure().is_some() {
+                return;
+            }
+            if !woke {
+                self.compactor.wake();
+                woke = true;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(2));
+        }
+    }
+
     /// Counts bytes a merge wrote.
     pub fn count_merge_bytes(&self, bytes: u64) {
         self.merge_bytes

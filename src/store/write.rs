@@ -96,6 +96,7 @@ pub(crate) fn submit(shared: &Shared, ops: Vec<Op>) -> Result<Vec<bool>> {
     if ops.is_empty() {
         return Ok(Vec::new());
     }
+    shared.throttle();
     if !shared.sketches && ops.iter().any(|op| matches!(op, Op::InsertSketched { .. })) {
         return Err(Error::InvalidArgument(
             "a sketch for a store that keeps none (create it with sketches)".into(),

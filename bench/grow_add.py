@@ -1,0 +1,71 @@
+#!/usr/bin/env python3
+"""Grows a store through one `simstore add --ack` process, as a long-running
+archive or crawler does: batches of `FP ID` lines (uniform fingerprints,
+sequential ids), each waiting for its acknowledgement before the next is
+sent. Prints the ingest rate over each twentieth of the way and the rate of
+the last twentieth against the first.
+
+    python3 bench/grow_add.py --size 20000000 [--batch 10000] [--bin PATH] [--dir DIR]
+"""
+import argparse
+import os
+import random
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--size", type=int, default=20_000_000)
+    ap.add_argument("--batch", type=int, default=10_000)
+    ap.add_argument("--bin", default=os.path.join(
+        os.environ.get("CARGO_TARGET_DIR", "target"), "release", "simstore"))
+    ap.add_argument("--dir", help="store directory (absent or empty; kept)")
+    ap.add_argument("--seed", type=int, default=1)
+    args = ap.parse_args()
+    tmp = None
+    store = args.dir
+    if store is None:
+        tmp = tempfile.mkdtemp(prefix="simstore-grow-")
+        store = os.path.join(tmp, "s")
+    try:
+        subprocess.run([args.bin, "create", store], check=True, stdout=subprocess.DEVNULL)
+        add = subprocess.Popen([args.bin, "add", "--ack", store], stdin=subprocess.PIPE,
+                               stdout=subprocess.PIPE, text=True, bufsize=1)
+        rng = random.Random(args.seed)
+        step = max(args.size // 20, args.batch)
+        sent = last = 0
+        start = mark = time.time()
+        rates = []
+        print(f"{'stored':>12} {'ingest/s':>10} {'elapsed s':>10}")
+        while sent < args.size:
+            n = min(args.batch, args.size - sent)
+            add.stdin.write("".join(f"{rng.getrandbits(64):016x} {sent + i}\n" for i in range(n)))
+            add.stdin.flush()
+            sent += n
+            while True:
+                line = add.stdout.readline()
+                if not line:
+                    sys.exit("simstore add exited early")
+                if line.startswith("acked") and int(line.split()[1]) >= sent:
+                    break
+            if sent - last >= step or sent == args.size:
+                now = time.time()
+                rates.append((sent - last) / (now - mark))
+                print(f"{sent:>12} {rates[-1]:>10.0f} {now - start:>10.1f}", flush=True)
+                mark, last = now, sent
+        add.stdin.close()
+        if add.wait() != 0:
+            sys.exit(f"simstore add exited with {add.returncode}")
+        print(f"first {rates[0]:.0f}/s, last {rates[-1]:.0f}/s, ratio {rates[-1] / rates[0]:.2f}, "
+              f"{time.time() - start:.0f} s in all")
+    finally:
+        if tmp:
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
