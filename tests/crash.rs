@@ -44,6 +44,7 @@ fn crash_loop(durability: &str, seed: u64) {
     let mut expect = Expect::default();
     let mut acked_total = 0usize;
     let mut compactions = 0usize;
+    let mut most_levels = 0;
     for cycle in 0..cycles() {
         let mut child = common::workload(&dir, durability, seed * 1000 + cycle as u64, 3)
             .spawn()
@@ -85,7 +86,7 @@ fn crash_loop(durability: &str, seed: u64) {
                 _ => {} // a line torn by the kill
             }
         }
-        check(&dir, &mut expect, cycle);
+        most_levels = most_levels.max(check(&dir, &mut expect, cycle));
         // Long runs report as they go, so a run cut short still tells.
         if cycles() > 6 {
             eprintln!(
@@ -95,7 +96,7 @@ fn crash_loop(durability: &str, seed: u64) {
         }
     }
     eprintln!(
-        "crash loop ({durability}): {} cycles, {acked_total} acknowledged operations, {compactions} compactions, 0 lost",
+        "crash loop ({durability}): {} cycles, {acked_total} acknowledged operations, {compactions} compactions, up to {most_levels} levels held, 0 lost",
         cycles()
     );
     assert!(acked_total > 0);
@@ -112,7 +113,8 @@ fn apply(model: &mut Model, op: &str, fp: u64, rest: &[&str]) {
 
 /// Reopens the store and checks it against the acknowledged model, then
 /// folds the in-doubt operations into the model as they turned out.
-fn check(dir: &std::path::Path, expect: &mut Expect, cycle: usize) {
+/// Returns how many levels of tables hold fingerprints.
+fn check(dir: &std::path::Path, expect: &mut Expect, cycle: usize) -> usize {
     let store = Store::open(dir, &Options::new().manual_compaction(true)).unwrap();
     let report = store.verify().unwrap();
     assert!(report.ok(), "cycle {cycle}: verify: {:?}", report.problems);
@@ -154,6 +156,8 @@ fn check(dir: &std::path::Path, expect: &mut Expect, cycle: usize) {
     let mut qs = common::queries(&touched, 150, &mut rng);
     qs.extend(touched.iter().take(300));
     common::check_store(&store, &expect.model, &qs);
+    let levels = store.stats().levels;
+    levels.iter().filter(|l| l.fingerprints > 0).count()
 }
 
 #[test]

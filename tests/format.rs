@@ -86,6 +86,28 @@ fn example_index_record_matches_the_document() {
 }
 
 #[test]
+fn example_manifest_matches_the_document() {
+    use simstore::format::manifest::Manifest;
+    let manifest = Manifest {
+        version: 5,
+        plan: simstore::plan::Plan::new(0, 1).unwrap(),
+        block_size: 1024,
+        expected_size: 10_000_000,
+        sketches: false,
+        idf: false,
+        levels: 6,
+    };
+    let bytes = manifest.encode();
+    let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+    assert_eq!(
+        bytes,
+        golden("<!-- golden-manifest -->"),
+        "encoder output: {hex}"
+    );
+    assert_eq!(Manifest::decode(&bytes).unwrap(), manifest);
+}
+
+#[test]
 fn example_table_files_record_matches_the_document() {
     use simstore::format::records::{decode_table_files, encode_table_files};
     let doc = golden("<!-- golden-table-files -->");

@@ -121,7 +121,9 @@ pub fn child() {
 
 /// Runs until killed (or for `ops` operations per thread).
 fn run(dir: &Path, options: Options, seed: u64, threads: u64, ops: u64) -> simstore::Result<()> {
-    let store = Arc::new(Store::open(dir, &options.merge_threshold(200))?);
+    // A small merge threshold, so merges into the smaller levels (and of
+    // levels into larger ones) happen between the full compactions.
+    let store = Arc::new(Store::open(dir, &options.merge_threshold(50))?);
     let out = Arc::new(Mutex::new(std::io::stdout()));
     let say = {
         let out = Arc::clone(&out);
@@ -135,9 +137,18 @@ fn run(dir: &Path, options: Options, seed: u64, threads: u64, ops: u64) -> simst
     let compactor = {
         let (store, stop, say) = (Arc::clone(&store), Arc::clone(&stop), say.clone());
         std::thread::spawn(move || {
+            let mut round = 0u64;
             while !stop.load(Ordering::Relaxed) {
                 std::thread::sleep(Duration::from_millis(15));
-                if store.compact().is_ok() {
+                // Mostly the merges due (into one level), now and then a
+                // full compaction (every level into level 0).
+                round += 1;
+                let merged = if round.is_multiple_of(4) {
+                    store.compact()
+                } else {
+                    store.merge_due()
+                };
+                if merged.is_ok() {
                     say("compacted".into());
                 }
             }
