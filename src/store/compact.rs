@@ -340,6 +340,10 @@ pub(crate) fn write_tables(
         report.blocks_replaced += out.removed.len();
         if let Some(written) = *filed {
             report.blocks_written += written;
+        } else if out.added.is_empty() && out.state.keys().is_empty() && !out.removed.is_empty() {
+            // A table emptied (a level merged into the next): one range
+            // delete, not a tombstone per block for reads to step over.
+            batch.delete_range_cf(family, &[0u8; 8][..], &[0xffu8; 9][..]);
         } else {
             for &key in &out.removed {
                 batch.delete_cf(family, keys::fingerprint(key));
