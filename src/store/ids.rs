@@ -202,8 +202,45 @@ fn hold(bytes: Arc<[u8]>, count: u16) -> Held {
 /// removed.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Overlay {
-    map: HashMap<u64, Vec<(u64, bool)>>,
+    map: HashMap<u64, Vec<(u64, bool)>, MixHasher>,
     entries: usize,
+}
+
+/// Hashes a fingerprint key by a 64-bit mix (splitmix64's finalizer): one
+/// multiply-and-shift round trip instead of SipHash's, for keys that are
+/// not chosen by an adversary to collide (a fingerprint is a hash
+/// already; the mix spreads clustered ones over the buckets).
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct MixHasher;
+
+/// The hasher [`MixHasher`] builds.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Mix(u64);
+
+impl std::hash::BuildHasher for MixHasher {
+    type Hasher = Mix;
+    fn build_hasher(&self) -> Mix {
+        Mix(0)
+    }
+}
+
+impl std::hash::Hasher for Mix {
+    fn finish(&self) -> u64 {
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = self.0.rotate_left(8) ^ u64::from(b);
+        }
+    }
+
+    fn write_u64(&mut self, x: u64) {
+        self.0 = self.0.rotate_left(29) ^ x;
+    }
 }
 
 impl Overlay {
@@ -240,6 +277,32 @@ impl Overlay {
         if list.is_empty() {
             self.map.remove(&fp);
         }
+    }
+
+    /// Builds the overlay from `(fp, id, added)` entries in increasing
+    /// `(fp, id)` order (the `ids` family's), one map insertion per
+    /// fingerprint.
+    pub fn from_sorted(
+        entries: impl IntoIterator<Item = Result<(u64, u64, bool)>>,
+    ) -> Result<Self> {
+        let mut overlay = Self::default();
+        let mut current: Option<(u64, Vec<(u64, bool)>)> = None;
+        for entry in entries {
+            let (fp, id, added) = entry?;
+            match &mut current {
+                Some((at, list)) if *at == fp => list.push((id, added)),
+                _ => {
+                    if let Some((at, list)) = current.take() {
+                        overlay.replace(at, list);
+                    }
+                    current = Some((fp, vec![(id, added)]));
+                }
+            }
+        }
+        if let Some((at, list)) = current {
+            overlay.replace(at, list);
+        }
+        Ok(overlay)
     }
 
     /// Replaces every entry of `fp`.
@@ -580,6 +643,32 @@ pub(crate) fn to_fold(plan: &crate::plan::Plan, state: &super::state::State) -> 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_overlay_built_from_sorted_entries_equals_one_set_entry_by_entry() {
+        let mut rng = crate::test_rng::TestRng::new(3);
+        let mut entries: Vec<(u64, u64, bool)> = (0..2000)
+            .map(|_| {
+                (
+                    rng.next_u64() % 300,
+                    rng.next_u64() % 50,
+                    rng.next_u64() % 3 == 0,
+                )
+            })
+            .collect();
+        entries.sort_unstable_by_key(|&(fp, id, _)| (fp, id));
+        entries.dedup_by_key(|&mut (fp, id, _)| (fp, id));
+        let mut one_by_one = Overlay::default();
+        for &(fp, id, added) in &entries {
+            one_by_one.set(fp, id, Some(added));
+        }
+        let built = Overlay::from_sorted(entries.iter().copied().map(Ok)).unwrap();
+        assert_eq!(built.len(), one_by_one.len());
+        assert_eq!(built.len(), entries.len());
+        for fp in 0..300 {
+            assert_eq!(built.get(fp), one_by_one.get(fp), "{fp}");
+        }
+    }
 
     #[test]
     fn the_overlay_applies_and_difference_inverts_it() {

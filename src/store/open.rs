@@ -357,7 +357,9 @@ fn upgrade_to_2(shared: &Shared) -> Result<bool> {
 
 /// The overlay, from the `ids` family.
 pub(crate) fn read_overlay(db: &Db) -> Result<Overlay> {
-    let mut overlay = Overlay::default();
+    // The family's keys come in (fingerprint, id) order: gathered per
+    // fingerprint, then one map insertion each.
+    let mut entries = Vec::new();
     db.scan(db.family(keys::IDS_FAMILY)?, &[], |k, v| {
         let bad = |what: String| {
             Error::corrupt(
@@ -371,10 +373,10 @@ pub(crate) fn read_overlay(db: &Db) -> Result<Overlay> {
             .ok_or_else(|| bad(format!("key of {} bytes, expected 16", k.len())))?;
         let added = keys::parse_id_mark(v)
             .ok_or_else(|| bad(format!("value of {} bytes for a pair", v.len())))?;
-        overlay.set(fp, id, Some(added));
+        entries.push((fp, id, added));
         Ok(true)
     })?;
-    Ok(overlay)
+    Overlay::from_sorted(entries.into_iter().map(Ok))
 }
 
 /// Rebuilds the in-memory state from the database.

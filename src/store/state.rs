@@ -102,10 +102,13 @@ impl Pending {
 
     /// Permuted pending fingerprints of table `t` within `lo..=hi`.
     pub fn range(&self, t: usize, lo: u64, hi: u64) -> impl Iterator<Item = u64> + '_ {
+        // One descent of the tree (a bounded range searches for both
+        // ends): a query probes the pending set once per table.
         self.per_table
             .get(t)
+            .filter(|s| !s.is_empty())
             .into_iter()
-            .flat_map(move |s| s.range(lo..=hi).copied())
+            .flat_map(move |s| s.range(lo..).copied().take_while(move |&x| x <= hi))
     }
 
     /// All pending fingerprints, unpermuted, in increasing order.
