@@ -652,7 +652,7 @@ mod tests {
                 (
                     rng.next_u64() % 300,
                     rng.next_u64() % 50,
-                    rng.next_u64() % 3 == 0,
+                    rng.next_u64().is_multiple_of(3),
                 )
             })
             .collect();
