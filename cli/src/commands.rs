@@ -47,6 +47,9 @@ fn open(
         None if purpose != Purpose::Read => options = options.memory_budget(0),
         None => {}
     }
+    if let Some(n) = args.merge_threshold {
+        options = options.merge_threshold(usize::try_from(n).unwrap_or(usize::MAX));
+    }
     Ok(Store::open(dir, &options)?)
 }
 
