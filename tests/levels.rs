@@ -236,3 +236,32 @@ fn writers_wait_at_max_pending() {
     }
     check_store(&store, &model, &queries(&data, 60, &mut Rng(2)));
 }
+
+/// A `max_pending` below the merge threshold counts as the threshold: a
+/// merge falls due before writers would wait, so they never wait forever.
+#[test]
+fn max_pending_below_the_threshold_does_not_stall_writers() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::create(
+        dir.path().join("s"),
+        &Options::new()
+            .merge_threshold(80)
+            .max_pending(10)
+            .durability(simstore::Durability::Buffered),
+    )
+    .unwrap();
+    let store = std::sync::Arc::new(store);
+    let (done, finished) = std::sync::mpsc::channel();
+    let writer = std::sync::Arc::clone(&store);
+    std::thread::spawn(move || {
+        for (i, &fp) in random(500, &mut Rng(23)).iter().enumerate() {
+            writer.insert(fp, i as u64).unwrap();
+        }
+        done.send(()).unwrap();
+    });
+    finished
+        .recv_timeout(std::time::Duration::from_secs(60))
+        .expect("writers stalled");
+    assert!(store.stats().pending <= 80);
+    assert_eq!(store.stats().fingerprints, 500);
+}

@@ -184,7 +184,8 @@ impl Options {
     /// outrun the merges. Writes wait only while a merge is needed to go
     /// on: merges into the small levels take seconds at most, but one into
     /// level 0 rewrites it, and pending fingerprints gather meanwhile. No
-    /// effect with [`manual_compaction`](Self::manual_compaction).
+    /// effect with [`manual_compaction`](Self::manual_compaction); never
+    /// below the merge threshold.
     pub fn max_pending(mut self, n: usize) -> Self {
         self.max_pending = Some(n.max(1));
         self

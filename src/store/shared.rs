@@ -192,9 +192,13 @@ impl Shared {
     /// The pending fingerprints at which writes wait (see
     /// [`Options::max_pending`]).
     pub fn max_pending(&self) -> usize {
+        // Never below the threshold: below it no merge falls due to free
+        // the writers.
+        let threshold = self.merge_threshold();
         self.options
             .max_pending
-            .unwrap_or_else(|| self.merge_threshold().saturating_mul(64))
+            .unwrap_or_else(|| threshold.saturating_mul(64))
+            .max(threshold)
     }
 
     /// Waits while the pending fingerprints reach [`max_pending`](Self::max_pending)
