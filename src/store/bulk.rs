@@ -10,8 +10,8 @@
 use std::sync::Arc;
 
 use super::compact::{
-    merge_all, swapped, tables_batch, with_fold, write_ids, write_tables, CompactionReport,
-    IdsInput,
+    cleared_output, merge_all, swapped, tables_batch, with_fold, write_ids, write_tables,
+    CompactionReport, IdsInput,
 };
 use super::files;
 use super::shared::Shared;
@@ -49,19 +49,15 @@ pub(crate) fn insert_bulk<E: super::Entry>(shared: &Shared, pairs: &[E]) -> Resu
         let per_level = state.per_level;
         let mut adds = state.pending.all(plan);
         adds.extend_from_slice(&fps);
-        let mut scratch = Vec::new();
+        let mut upper = Vec::new();
         for l in 1..state.levels() {
-            let table = state.level(l);
-            for j in 0..table.keys().len() {
-                table.decode_block(j, &mut scratch)?;
-                adds.extend(
-                    scratch
-                        .iter()
-                        .copied()
-                        .filter(|x| !state.tombstones.contains(x) || fps.binary_search(x).is_ok()),
-                );
-            }
+            state.level(l).append_all(&mut upper)?;
         }
+        adds.extend(
+            upper
+                .into_iter()
+                .filter(|x| !state.tombstones.contains(x) || fps.binary_search(x).is_ok()),
+        );
         adds.sort_unstable();
         adds.dedup();
         // A tombstoned fingerprint is in the tables, so not pending: it is
@@ -96,14 +92,7 @@ pub(crate) fn insert_bulk<E: super::Entry>(shared: &Shared, pairs: &[E]) -> Resu
         .first()
         .map_or(0, |(_, m)| m.out.state.fingerprints());
     for g in per_level..tables.len() {
-        outputs.push((
-            g,
-            files::Merged {
-                out: crate::table::cleared(&tables[g]),
-                filed: None,
-                ids: None,
-            },
-        ));
+        outputs.push((g, cleared_output(&tables[g])));
     }
 
     let mut batch = tables_batch(&outputs);

@@ -118,13 +118,8 @@ fn gather(shared: &Shared, job: &Job) -> Result<Gathered> {
         )
     };
     let mut moving = Vec::new();
-    let mut scratch = Vec::new();
     for &l in &job.sources {
-        let table = &tables[l * per_level];
-        for j in 0..table.keys().len() {
-            table.decode_block(j, &mut scratch)?;
-            moving.extend_from_slice(&scratch);
-        }
+        tables[l * per_level].append_all(&mut moving)?;
     }
     moving.sort_unstable();
     let target0 = &tables[job.target * per_level];
@@ -183,7 +178,7 @@ fn run(shared: &Shared, job: &Job) -> Result<CompactionReport> {
 }
 
 /// A table emptied, as a merge output.
-fn cleared_output(old: &TableState) -> Merged {
+pub(crate) fn cleared_output(old: &TableState) -> Merged {
     Merged {
         out: crate::table::cleared(old),
         filed: None,

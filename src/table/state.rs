@@ -313,6 +313,17 @@ impl TableState {
         )
     }
 
+    /// Appends every (permuted) fingerprint of the table to `out`, in
+    /// increasing order.
+    pub fn append_all(&self, out: &mut Vec<u64>) -> Result<()> {
+        let mut block = Vec::new();
+        for j in 0..self.keys.len() {
+            self.decode_block(j, &mut block)?;
+            out.extend_from_slice(&block);
+        }
+        Ok(())
+    }
+
     /// Decodes block `j` completely into `out` (replacing its contents),
     /// checking its padding.
     #[inline(always)]
