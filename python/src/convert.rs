@@ -1,0 +1,151 @@
+//! Python values in: fingerprints and ids as integers, single or as arrays,
+//! checked with precise exceptions (never a silent wrap or truncation).
+
+use pyo3::buffer::PyBuffer;
+use pyo3::prelude::*;
+use pyo3::types::{PyBool, PyBytes, PyInt, PyString};
+
+use crate::errors::{invalid, invalid_type};
+
+/// The id reported by `query_many` for a fingerprint stored without one;
+/// refused as an id.
+pub const NO_ID: u64 = u64::MAX;
+
+/// A 64-bit unsigned integer argument: a Python `int` (or anything with
+/// `__index__`, such as a numpy integer) in `0..2**64`.
+pub fn uint64(value: &Bound<'_, PyAny>, what: &str) -> PyResult<u64> {
+    let py = value.py();
+    if value.is_instance_of::<PyBool>() {
+        return Err(invalid_type(py, format!("{what} must be an int, not bool")));
+    }
+    if let Ok(v) = value.extract::<u64>() {
+        return Ok(v);
+    }
+    match value.call_method0("__index__") {
+        Ok(int) => {
+            let shown = int.str().map(|s| s.to_string()).unwrap_or_default();
+            let hint = if int.lt(0).unwrap_or(false) {
+                " (a signed 64-bit value, as Spark stores them, converts with `v & 0xFFFF_FFFF_FFFF_FFFF`)"
+            } else {
+                ""
+            };
+            Err(invalid(
+                py,
+                format!("{what} {shown} is out of range 0..2**64{hint}"),
+            ))
+        }
+        Err(_) => Err(invalid_type(
+            py,
+            format!(
+                "{what} must be an int, not {}",
+                value
+                    .get_type()
+                    .name()
+                    .map(|n| n.to_string())
+                    .unwrap_or_default()
+            ),
+        )),
+    }
+}
+
+/// A document id: [`uint64`] but for [`NO_ID`].
+pub fn id(value: &Bound<'_, PyAny>) -> PyResult<u64> {
+    let id = uint64(value, "id")?;
+    if id == NO_ID {
+        return Err(invalid(
+            value.py(),
+            "id 2**64-1 is reserved (simstore.NO_ID marks fingerprints stored without an id)",
+        ));
+    }
+    Ok(id)
+}
+
+/// A small unsigned integer option (a distance, a count).
+pub fn small(value: &Bound<'_, PyAny>, what: &str, max: u64) -> PyResult<u64> {
+    let v = uint64(value, what)?;
+    if v > max {
+        return Err(invalid(value.py(), format!("{what} {v} is above {max}")));
+    }
+    Ok(v)
+}
+
+/// A sequence of 64-bit unsigned integers: a buffer of `uint64` (a numpy
+/// array of that dtype, `array.array('Q')`, a memoryview), copied; or any
+/// iterable of ints, each checked. Buffers of another element type are
+/// refused, not converted: a signed or floating array would otherwise
+/// lose or reinterpret values silently.
+pub fn uint64s(values: &Bound<'_, PyAny>, what: &str) -> PyResult<Vec<u64>> {
+    let py = values.py();
+    if values.is_instance_of::<PyString>() || values.is_instance_of::<PyBytes>() {
+        return Err(invalid_type(
+            py,
+            format!("{what} must be an array or a sequence of ints, not a string"),
+        ));
+    }
+    if let Ok(buffer) = PyBuffer::<u64>::get(values) {
+        if buffer.dimensions() > 1 {
+            return Err(invalid(
+                py,
+                format!(
+                    "{what} must be one-dimensional, got {} dimensions",
+                    buffer.dimensions()
+                ),
+            ));
+        }
+        return buffer.to_vec(py);
+    }
+    if let Ok(view) = py
+        .import("builtins")?
+        .getattr("memoryview")?
+        .call1((values,))
+    {
+        let format = view.getattr("format")?.to_string();
+        let dtype = values
+            .getattr("dtype")
+            .map(|d| d.to_string())
+            .unwrap_or_else(|_| format!("buffer format {format:?}"));
+        return Err(invalid_type(
+            py,
+            format!(
+                "{what} must have dtype uint64, got {dtype} (signed 64-bit fingerprints, \
+                 as Spark's LongType holds them, convert with `.view(numpy.uint64)`)"
+            ),
+        ));
+    }
+    let mut out = Vec::with_capacity(values.len().unwrap_or(0));
+    let iter = values.try_iter().map_err(|_| {
+        invalid_type(
+            py,
+            format!(
+                "{what} must be an array or a sequence of ints, not {}",
+                values
+                    .get_type()
+                    .name()
+                    .map(|n| n.to_string())
+                    .unwrap_or_default()
+            ),
+        )
+    })?;
+    for item in iter {
+        out.push(uint64(&item?, what)?);
+    }
+    Ok(out)
+}
+
+/// Document ids as [`uint64s`], none of them [`NO_ID`].
+pub fn ids(values: &Bound<'_, PyAny>) -> PyResult<Vec<u64>> {
+    let ids = uint64s(values, "ids")?;
+    if let Some(i) = ids.iter().position(|&id| id == NO_ID) {
+        return Err(invalid(
+            values.py(),
+            format!("ids[{i}] is 2**64-1, which is reserved (simstore.NO_ID)"),
+        ));
+    }
+    Ok(ids)
+}
+
+/// `true` for `int` values, so that a lone fingerprint passed where an
+/// array belongs is reported as such.
+pub fn is_int(value: &Bound<'_, PyAny>) -> bool {
+    value.is_instance_of::<PyInt>()
+}
