@@ -66,6 +66,8 @@ pub use error::{Error, Location, Result};
 struct ReadmeExamples;
 
 #[cfg(feature = "storage")]
+pub mod dedup;
+#[cfg(feature = "storage")]
 mod storage;
 #[cfg(feature = "storage")]
 pub mod store;

@@ -17,8 +17,9 @@ use std::io::{BufRead, BufReader, IsTerminal, Seek, Write};
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
+use simstore::dedup::{Candidate, Deduper};
 use simstore::simhash::{Fingerprinter, Idf, Sketch};
-use simstore::{Op, Options, Store};
+use simstore::{Options, Store};
 
 use super::docs::{files, map_parallel, Document, Source};
 use super::json;
@@ -114,14 +115,6 @@ pub struct Dedup<'a> {
     pub fingerprinter: &'a Fingerprinter,
 }
 
-/// An earlier document a document may be a near-duplicate of.
-struct Candidate {
-    id: u64,
-    fingerprint: u64,
-    distance: u32,
-    similarity: Option<f64>,
-}
-
 struct Counts {
     documents: u64,
     duplicates: u64,
@@ -132,19 +125,7 @@ impl Dedup<'_> {
     /// Processes every input; returns how many were skipped with warnings.
     pub fn run(&self, inputs: &[PathBuf], out: &mut impl Write) -> Result<usize, Failure> {
         let store = self.open_store(inputs)?;
-        let k = match self.similarity {
-            Some(j) => self
-                .k
-                .unwrap_or_else(|| Sketch::distance_for(j, store.max_distance())),
-            None => self.k.unwrap_or(store.max_distance()),
-        };
-        if k > store.max_distance() {
-            return Err(simstore::Error::DistanceTooLarge {
-                asked: k,
-                supported: store.max_distance(),
-            }
-            .into());
-        }
+        let dedup = Deduper::new(&store, self.k, self.similarity)?;
         let mut log = Log::open(self.dir)?;
         let started = Instant::now();
         let mut counts = Counts {
@@ -166,7 +147,7 @@ impl Dedup<'_> {
                         chunk.push(doc);
                         if chunk.len() >= CHUNK && failed.is_none() {
                             if let Err(e) =
-                                self.process(&store, k, &mut log, &mut chunk, &mut counts, out)
+                                self.process(&dedup, &mut log, &mut chunk, &mut counts, out)
                             {
                                 failed = Some(e);
                             }
@@ -193,7 +174,7 @@ impl Dedup<'_> {
                 );
             }
         }
-        self.process(&store, k, &mut log, &mut chunk, &mut counts, out)?;
+        self.process(&dedup, &mut log, &mut chunk, &mut counts, out)?;
         out.flush()?;
         if progress {
             eprintln!();
@@ -275,27 +256,30 @@ impl Dedup<'_> {
         Idf::learn(hashes.iter().filter(|h| !h.is_empty()))
     }
 
-    /// Decides a chunk in order: fingerprints in parallel, then queries,
-    /// one commit of the new documents, one log append, then output.
+    /// Decides a chunk in order: fingerprints in parallel, then the
+    /// documents not yet in the log decided and the new ones committed
+    /// together ([`Deduper::decide`]), one log append, then output.
     fn process(
         &self,
-        store: &Store,
-        k: u32,
+        dedup: &Deduper<'_>,
         log: &mut Log,
         chunk: &mut Vec<Document>,
         counts: &mut Counts,
         out: &mut impl Write,
     ) -> Result<(), Failure> {
         let docs = std::mem::take(chunk);
-        let fps = self.fingerprint_all(&docs, store.idf());
-        let mut entries: Vec<(String, String)> = Vec::new();
-        let mut inserts = Vec::new();
-        // Documents of this chunk that will be stored, not yet in the
-        // store: (seq, fp, sketch).
-        let mut fresh: Vec<(u64, u64, Option<Sketch>)> = Vec::new();
-        let mut printed: Vec<String> = Vec::new();
+        let fps = self.fingerprint_all(&docs, dedup.store().idf());
+        // Per document read: its logged line, or its place among the
+        // documents decided now.
+        enum Line {
+            Logged(String),
+            Decided(usize),
+        }
+        let mut lines: Vec<Line> = Vec::new();
+        let mut names: Vec<String> = Vec::new();
+        let mut candidates: Vec<Candidate> = Vec::new();
         for (doc, fp) in docs.into_iter().zip(fps) {
-            let (fp, sketch) = match fp {
+            let (fingerprint, sketch) = match fp {
                 Ok(fp) => fp,
                 Err(e) => {
                     eprintln!("simstore: warning: {e}");
@@ -304,152 +288,64 @@ impl Dedup<'_> {
                 }
             };
             counts.documents += 1;
-            if let Some(line) = log
-                .lines
-                .get(&doc.name)
-                .or_else(|| entries.iter().find(|(n, _)| *n == doc.name).map(|(_, l)| l))
-            {
-                counts.duplicates += u64::from(!line.ends_with("\"duplicate_of\":null}"));
-                printed.push(line.clone());
-                continue;
+            if let Some(line) = log.lines.get(&doc.name) {
+                lines.push(Line::Logged(line.clone()));
+            } else if let Some(i) = names.iter().position(|n| *n == doc.name) {
+                lines.push(Line::Decided(i));
+            } else {
+                lines.push(Line::Decided(names.len()));
+                names.push(doc.name);
+                candidates.push(Candidate {
+                    fingerprint,
+                    sketch,
+                });
             }
-            let seq = (log.names.len() + entries.len()) as u64;
-            let best = match (self.similarity, &sketch) {
-                (Some(j), Some(sketch)) => {
-                    Self::most_similar(store, k, j, seq, fp, sketch, &fresh)?
-                }
-                _ => Self::nearest(store, k, seq, fp, &fresh)?,
-            };
-            let duplicate_of = match &best {
-                Some(c) => {
-                    counts.duplicates += 1;
-                    let name = log
-                        .names
-                        .get(c.id as usize)
-                        .or_else(|| entries.get(c.id as usize - log.names.len()).map(|(n, _)| n))
-                        .cloned()
-                        .unwrap_or_else(|| c.id.to_string());
-                    let similarity = c
-                        .similarity
-                        .map_or(String::new(), |s| format!(",\"similarity\":{s:.3}"));
-                    format!(
-                        "{{\"id\":{},\"fingerprint\":\"{:016x}\",\"distance\":{}{similarity}}}",
-                        json::string(&name),
-                        c.fingerprint,
-                        c.distance
-                    )
-                }
-                None => "null".to_string(),
-            };
-            // Plain dedup stores new documents only; with sketches every
-            // document is stored, so a later one may match it.
-            match sketch {
-                Some(sketch) => {
-                    fresh.push((seq, fp, Some(sketch)));
-                    inserts.push(Op::InsertSketched {
-                        fingerprint: fp,
-                        id: seq,
-                        sketch,
-                    });
-                }
-                None if best.is_none() => {
-                    fresh.push((seq, fp, None));
-                    inserts.push(Op::Insert {
-                        fingerprint: fp,
-                        id: Some(seq),
-                    });
-                }
-                None => {}
-            }
-            let line = format!(
-                "{{\"id\":{},\"fingerprint\":\"{fp:016x}\",\"duplicate_of\":{duplicate_of}}}",
-                json::string(&doc.name)
-            );
-            entries.push((doc.name, line.clone()));
-            printed.push(line);
         }
-        store.apply(inserts)?;
+        let first_seq = log.names.len() as u64;
+        let decided = dedup.decide(first_seq, &candidates)?;
+        let entries: Vec<(String, String)> = names
+            .iter()
+            .zip(&candidates)
+            .zip(&decided)
+            .map(|((name, doc), earlier)| {
+                let duplicate_of = match earlier {
+                    Some(e) => {
+                        let of = log
+                            .names
+                            .get(e.seq as usize)
+                            .or_else(|| names.get((e.seq - first_seq) as usize))
+                            .cloned()
+                            .unwrap_or_else(|| e.seq.to_string());
+                        let similarity = e
+                            .similarity
+                            .map_or(String::new(), |s| format!(",\"similarity\":{s:.3}"));
+                        format!(
+                            "{{\"id\":{},\"fingerprint\":\"{:016x}\",\"distance\":{}{similarity}}}",
+                            json::string(&of),
+                            e.fingerprint,
+                            e.distance
+                        )
+                    }
+                    None => "null".to_string(),
+                };
+                let line = format!(
+                    "{{\"id\":{},\"fingerprint\":\"{:016x}\",\"duplicate_of\":{duplicate_of}}}",
+                    json::string(name),
+                    doc.fingerprint
+                );
+                (name.clone(), line)
+            })
+            .collect();
         log.append(&entries)?;
-        for line in printed {
+        for line in lines {
+            let line = match &line {
+                Line::Logged(l) => l,
+                Line::Decided(i) => &entries[*i].1,
+            };
+            counts.duplicates += u64::from(!line.ends_with("\"duplicate_of\":null}"));
             writeln!(out, "{line}")?;
         }
         Ok(())
-    }
-
-    /// Nearest, then earliest: the smallest (distance, seq) among stored
-    /// and fresh documents before `seq` within `k`.
-    fn nearest(
-        store: &Store,
-        k: u32,
-        seq: u64,
-        fp: u64,
-        fresh: &[(u64, u64, Option<Sketch>)],
-    ) -> Result<Option<Candidate>, Failure> {
-        let mut best: Option<(u32, u64, u64)> = None;
-        for m in store.query(fp, k)? {
-            if let Some(&id) = m.ids.iter().find(|&&id| id < seq) {
-                let c = (m.distance, id, m.fingerprint);
-                best = Some(best.map_or(c, |b| b.min(c)));
-            }
-        }
-        for &(s, f, _) in fresh {
-            let d = (f ^ fp).count_ones();
-            if d <= k {
-                best = Some(best.map_or((d, s, f), |b| b.min((d, s, f))));
-            }
-        }
-        Ok(best.map(|(distance, id, fingerprint)| Candidate {
-            id,
-            fingerprint,
-            distance,
-            similarity: None,
-        }))
-    }
-
-    /// Most similar, then nearest, then earliest, among the stored and
-    /// fresh documents before `seq` within `k` whose sketches pass the
-    /// re-check at `j` among all of them (see [`Sketch::recheck`]).
-    fn most_similar(
-        store: &Store,
-        k: u32,
-        j: f64,
-        seq: u64,
-        fp: u64,
-        sketch: &Sketch,
-        fresh: &[(u64, u64, Option<Sketch>)],
-    ) -> Result<Option<Candidate>, Failure> {
-        // Stored and fresh documents within k: (id, fp, distance, sketch).
-        let mut within: Vec<(u64, u64, u32, Sketch)> = store
-            .query_sketched(fp, k)?
-            .into_iter()
-            .filter(|c| c.id < seq)
-            .map(|c| (c.id, c.fingerprint, c.distance, c.sketch))
-            .collect();
-        for &(s, f, other) in fresh {
-            let distance = (f ^ fp).count_ones();
-            if let (true, Some(other)) = (distance <= k, other) {
-                within.push((s, f, distance, other));
-            }
-        }
-        let candidates = within.len();
-        let found: Vec<Candidate> = within
-            .into_iter()
-            .filter_map(|(id, fingerprint, distance, other)| {
-                let similarity = sketch.recheck(&other, j, candidates)?;
-                Some(Candidate {
-                    id,
-                    fingerprint,
-                    distance,
-                    similarity: Some(similarity),
-                })
-            })
-            .collect();
-        Ok(found.into_iter().min_by(|a, b| {
-            let (sa, sb) = (a.similarity.unwrap_or(0.0), b.similarity.unwrap_or(0.0));
-            sb.total_cmp(&sa)
-                .then(a.distance.cmp(&b.distance))
-                .then(a.id.cmp(&b.id))
-        }))
     }
 
     /// Fingerprints documents on all cores, results in input order: with

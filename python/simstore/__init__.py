@@ -18,6 +18,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from ._dedup import Decision, dedup
 from ._simstore import NO_ID, Fingerprinter, Match, Store, __version__
 from .errors import (
     AlreadyExistsError,
@@ -40,6 +41,8 @@ from .errors import (
 
 __all__ = [
     "NO_ID",
+    "Decision",
+    "dedup",
     "Fingerprinter",
     "Match",
     "QueryMatches",

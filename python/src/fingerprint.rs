@@ -29,6 +29,11 @@ fn visible(doc: &str, html: bool) -> std::borrow::Cow<'_, str> {
 }
 
 impl PyFingerprinter {
+    /// The library's fingerprinter.
+    pub fn inner(&self) -> &Fingerprinter {
+        &self.inner
+    }
+
     fn simhash(&self, doc: &str, html: bool) -> Option<Simhash> {
         self.inner.fingerprint(&visible(doc, html))
     }

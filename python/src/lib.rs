@@ -6,6 +6,7 @@
 use pyo3::prelude::*;
 
 mod convert;
+mod dedup;
 mod errors;
 mod fingerprint;
 mod store;
@@ -17,5 +18,6 @@ fn _simstore(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<store::PyStore>()?;
     m.add_class::<store::PyMatch>()?;
     m.add_class::<fingerprint::PyFingerprinter>()?;
+    m.add_class::<dedup::DedupSession>()?;
     Ok(())
 }

@@ -1,0 +1,228 @@
+"""``simstore.dedup``: documents in, "new" or "near-duplicate of X" out,
+with the store as durable state: the decisions of ``simstore dedup``.
+
+The store directory and its decision log (``dedup.log``) are the command
+line's: either can continue what the other began, and a rerun over the
+same documents gives, for every document already decided, the decision it
+got before.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from itertools import islice
+from typing import Any, Iterable, Iterator, NamedTuple, Optional, Tuple, Union
+
+from ._simstore import DedupSession, Fingerprinter
+
+__all__ = ["Decision", "dedup"]
+
+#: Name of the decision log inside the store directory.
+LOG_NAME = "dedup.log"
+
+
+class Decision(NamedTuple):
+    """What became of one document."""
+
+    #: The document's id, as given (or, for a document decided by an
+    #: earlier run, as the log recorded it: ``str(id)``).
+    id: Any
+    #: Its fingerprint; ``None`` for a document without words, which is
+    #: neither stored nor logged.
+    fingerprint: Optional[int]
+    #: The id of the earlier document it is a near-duplicate of (``None``
+    #: when it is new). An earlier document decided by another run is
+    #: named as the log recorded it (``str(id)``).
+    duplicate_of: Any = None
+    #: The Hamming distance to that document's fingerprint.
+    distance: Optional[int] = None
+    #: The estimated Jaccard similarity to it (``similarity`` runs only).
+    similarity: Optional[float] = None
+
+    @property
+    def is_duplicate(self) -> bool:
+        """Whether the document is a near-duplicate of an earlier one."""
+        return self.duplicate_of is not None
+
+
+class _Log:
+    """The decision log: one JSON line per decided document, by sequence
+    number, ``{"seq": n, "line": <the decision as simstore dedup prints it>}``.
+    A torn last line (a crash while appending) is dropped."""
+
+    def __init__(self, directory: Union[str, os.PathLike]) -> None:
+        self.path = os.path.join(os.fspath(directory), LOG_NAME)
+        self.names: list = []
+        self.lines: dict = {}
+        good = 0
+        if os.path.exists(self.path):
+            with open(self.path, "rb") as f:
+                for raw in f:
+                    try:
+                        entry = json.loads(raw)
+                        line = entry["line"]
+                        name = json.loads(line)["id"]
+                        ok = raw.endswith(b"\n") and entry["seq"] == len(self.names) and isinstance(name, str)
+                    except (ValueError, KeyError, TypeError):
+                        ok = False
+                    if not ok:
+                        break
+                    good += len(raw)
+                    self.names.append(name)
+                    self.lines[name] = line
+            if os.path.getsize(self.path) != good:
+                with open(self.path, "r+b") as f:
+                    f.truncate(good)
+        self.file = open(self.path, "ab")
+
+    def append(self, entries: list) -> None:
+        out = []
+        for name, line in entries:
+            out.append(json.dumps({"seq": len(self.names), "line": line}, ensure_ascii=False, separators=(",", ":")))
+            self.names.append(name)
+            self.lines[name] = line
+        if out:
+            self.file.write(("\n".join(out) + "\n").encode())
+            self.file.flush()
+            os.fsync(self.file.fileno())
+
+    def close(self) -> None:
+        self.file.close()
+
+
+def _line(name: str, fingerprint: int, earlier: Optional[Tuple[str, int, int, Optional[float]]]) -> str:
+    """A decision as ``simstore dedup`` prints it."""
+    dump = lambda v: json.dumps(v, ensure_ascii=False)  # noqa: E731
+    if earlier is None:
+        of = "null"
+    else:
+        of_name, of_fp, distance, similarity = earlier
+        sim = "" if similarity is None else f',"similarity":{similarity:.3f}'
+        of = f'{{"id":{dump(of_name)},"fingerprint":"{of_fp:016x}","distance":{distance}{sim}}}'
+    return f'{{"id":{dump(name)},"fingerprint":"{fingerprint:016x}","duplicate_of":{of}}}'
+
+
+def _from_line(doc_id: Any, line: str) -> Decision:
+    d = json.loads(line)
+    of = d["duplicate_of"]
+    fp = int(d["fingerprint"], 16)
+    if of is None:
+        return Decision(doc_id, fp)
+    return Decision(doc_id, fp, of["id"], of["distance"], of.get("similarity"))
+
+
+def dedup(
+    documents: Iterable[Tuple[Any, str]],
+    path: Union[str, os.PathLike],
+    *,
+    k: Optional[int] = None,
+    similarity: Optional[float] = None,
+    html: bool = False,
+    fingerprinter: Optional[Fingerprinter] = None,
+    chunk: int = 256,
+) -> Iterator[Decision]:
+    """Decides, in order, whether each ``(id, text)`` document is new or a
+    near-duplicate of an earlier one, storing the new ones in the store at
+    ``path`` (created when absent or empty); yields a :class:`Decision` per
+    document, in input order.
+
+    The decisions are those of ``simstore dedup DIR`` over the same
+    documents: the nearest earlier document within distance ``k``
+    (default: the store's maximum, 3 for a new store), the earliest among
+    equals; with ``similarity`` (a Jaccard threshold in 0..1), candidates
+    are re-checked with similarity sketches and the most similar wins (a
+    new store then keeps sketches, with the distance the threshold needs).
+    ``html`` reads documents as HTML (their visible text). Documents are
+    fingerprinted ``chunk`` at a time on all cores, and each chunk's new
+    documents are committed, then logged, before its decisions are
+    yielded. Ids are recorded in the log as ``str(id)``; a document whose
+    id the log already holds gets its recorded decision again.
+
+    The store stays open (and locked) until the generator is exhausted or
+    closed; use it in a ``for`` loop, or close it with ``.close()``.
+    """
+    if chunk < 1:
+        from .errors import InvalidArgumentError
+
+        raise InvalidArgumentError("chunk must be at least 1")
+    session = DedupSession(os.fspath(path), k, similarity, fingerprinter or Fingerprinter(), html)
+    try:
+        log = _Log(path)
+    except BaseException:
+        session.close()
+        raise
+    try:
+        docs = iter(documents)
+        while True:
+            batch = list(islice(docs, chunk))
+            if not batch:
+                break
+            yield from _decide(session, log, batch)
+    finally:
+        log.close()
+        session.close()
+
+
+def _decide(session: DedupSession, log: _Log, batch: list) -> Iterator[Decision]:
+    from .errors import InvalidTypeError
+
+    # Per document: its recorded decision, or its place among the texts
+    # decided now (a name repeated within the batch shares the decision).
+    plan: list = []
+    names: list = []
+    ids: list = []
+    texts: list = []
+    for item in batch:
+        try:
+            doc_id, text = item
+        except (TypeError, ValueError):
+            raise InvalidTypeError(f"documents must be (id, text) pairs, not {item!r:.80}") from None
+        if not isinstance(text, str):
+            raise InvalidTypeError(f"the text of document {doc_id!r} must be a str, not {type(text).__name__}")
+        name = str(doc_id)
+        if name in log.lines:
+            plan.append(("logged", doc_id, log.lines[name]))
+        elif name in names:
+            plan.append(("same", doc_id, names.index(name)))
+        else:
+            plan.append(("new", doc_id, len(names)))
+            names.append(name)
+            ids.append(doc_id)
+            texts.append(text)
+    first_seq = len(log.names)
+    decided = session.decide(texts, first_seq)
+    # Documents with words are numbered in order; the others are skipped.
+    seq_of: list = []
+    seq = first_seq
+    for d in decided:
+        seq_of.append(seq if d is not None else None)
+        seq += d is not None
+    by_seq = {s: i for i, s in enumerate(seq_of) if s is not None}
+    entries = []
+    decisions: list = []
+    for i, d in enumerate(decided):
+        if d is None:
+            decisions.append(Decision(ids[i], None))
+            continue
+        fp, earlier = d
+        if earlier is None:
+            entries.append((names[i], _line(names[i], fp, None)))
+            decisions.append(Decision(ids[i], fp))
+            continue
+        of_seq, of_fp, distance, sim = earlier
+        if of_seq in by_seq:
+            of_id = ids[by_seq[of_seq]]
+            of_name = names[by_seq[of_seq]]
+        elif of_seq < len(log.names):
+            of_id = of_name = log.names[of_seq]
+        else:
+            of_id = of_name = str(of_seq)
+        entries.append((names[i], _line(names[i], fp, (of_name, of_fp, distance, sim))))
+        decisions.append(Decision(ids[i], fp, of_id, distance, None if sim is None else round(sim, 3)))
+    log.append(entries)
+    for kind, doc_id, what in plan:
+        if kind == "logged":
+            yield _from_line(doc_id, what)
+        else:
+            yield decisions[what] if kind == "new" else decisions[what]._replace(id=doc_id)

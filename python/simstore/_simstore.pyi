@@ -1,0 +1,203 @@
+"""Type stubs of the native module (``simstore._simstore``); its names are
+re-exported by ``simstore``."""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Iterable, Literal, Optional, Sequence, Union
+
+import numpy as np
+import numpy.typing as npt
+
+from . import QueryMatches
+
+__version__: str
+#: The id ``Store.query_many`` reports for a fingerprint stored without
+#: one (2**64 - 1); refused as an id.
+NO_ID: int
+
+#: A 64-bit unsigned fingerprint or id: an int in 0..2**64 (numpy integer
+#: scalars included).
+UInt64 = Union[int, np.unsignedinteger[Any], np.signedinteger[Any]]
+#: Many of them: a one-dimensional buffer of uint64 (numpy array,
+#: ``array.array('Q')``, memoryview), or any iterable of ints. Arrays of
+#: another dtype are refused (``InvalidTypeError``), never converted.
+UInt64s = Union[npt.NDArray[np.uint64], memoryview, Iterable[int]]
+PathLike = Union[str, os.PathLike[str]]
+
+class Match:
+    """A stored fingerprint within the asked distance of a query."""
+
+    @property
+    def fingerprint(self) -> int:
+        """The stored fingerprint."""
+    @property
+    def distance(self) -> int:
+        """Its Hamming distance from the query."""
+    @property
+    def ids(self) -> list[int]:
+        """Its document ids, increasing (empty when stored without one)."""
+
+class Store:
+    """A simstore store: a directory of fingerprints with their document ids,
+    answering Hamming-distance queries; a context manager that closes it.
+
+    Every method may be called from several threads at once; long calls
+    release the GIL. Failures raise subclasses of ``simstore.Error``.
+    """
+
+    @staticmethod
+    def create(
+        path: PathLike,
+        max_distance: Optional[int] = None,
+        expected_size: Optional[int] = None,
+        tables: Optional[int] = None,
+        durability: Literal["sync", "buffered"] = "sync",
+        memory_budget: Optional[int] = None,
+        query_threads: Optional[int] = None,
+        merge_threshold: Optional[int] = None,
+    ) -> Store:
+        """Creates a store in ``path`` (absent or empty).
+
+        ``max_distance`` (default 3), ``expected_size`` (default 10M) and
+        ``tables`` shape the table plan and are stored; ``durability``
+        ("sync": every acknowledged write is fsynced; "buffered": a killed
+        process loses nothing, a power cut at most the last second),
+        ``memory_budget`` (bytes of tables held in memory; default: all),
+        ``query_threads`` and ``merge_threshold`` (pending fingerprints that
+        start a background merge, default 65,536) apply to this handle.
+        Raises ``AlreadyExistsError`` when ``path`` holds files.
+        """
+    @staticmethod
+    def open(
+        path: PathLike,
+        max_distance: Optional[int] = None,
+        expected_size: Optional[int] = None,
+        tables: Optional[int] = None,
+        durability: Literal["sync", "buffered"] = "sync",
+        memory_budget: Optional[int] = None,
+        query_threads: Optional[int] = None,
+        merge_threshold: Optional[int] = None,
+    ) -> Store:
+        """Opens the store in ``path``; creation options, when given, must
+        match the stored ones (``IncompatibleOptionsError``). Raises
+        ``NotAStoreError`` for a directory that is not a store and
+        ``LockedError`` when the store is open elsewhere."""
+    @staticmethod
+    def open_or_create(
+        path: PathLike,
+        max_distance: Optional[int] = None,
+        expected_size: Optional[int] = None,
+        tables: Optional[int] = None,
+        durability: Literal["sync", "buffered"] = "sync",
+        memory_budget: Optional[int] = None,
+        query_threads: Optional[int] = None,
+        merge_threshold: Optional[int] = None,
+    ) -> Store:
+        """``open``, or ``create`` when ``path`` is absent or empty."""
+    @property
+    def path(self) -> str:
+        """The store's directory."""
+    @property
+    def max_distance(self) -> int:
+        """The largest distance queries may ask for."""
+    @property
+    def closed(self) -> bool:
+        """Whether ``close()`` was called."""
+    def insert(self, fingerprint: UInt64, id: Optional[UInt64] = None) -> None:
+        """Stores ``fingerprint`` with document ``id`` (or without one);
+        visible to queries on return, durable as the store's durability
+        says."""
+    def insert_many(self, fingerprints: UInt64s, ids: Optional[UInt64s] = None) -> None:
+        """Stores ``fingerprints[i]`` with ``ids[i]`` (or without ids), in
+        one atomic commit."""
+    def delete(self, fingerprint: UInt64, id: Optional[UInt64] = None) -> bool:
+        """Removes the pair, or with no ``id`` the fingerprint with all its
+        ids; returns whether it was stored."""
+    def delete_many(
+        self, fingerprints: UInt64s, ids: Optional[UInt64s] = None
+    ) -> npt.NDArray[np.bool_]:
+        """Removes many pairs (or whole fingerprints) in one atomic commit;
+        returns, per entry, whether it was stored."""
+    def query(self, fingerprint: UInt64, k: Optional[int] = None) -> list[Match]:
+        """Every stored fingerprint within distance ``k`` (default: the
+        store's maximum), by distance then fingerprint."""
+    def query_first(self, fingerprint: UInt64, k: Optional[int] = None) -> Optional[Match]:
+        """Some stored fingerprint within distance ``k``, the search stopping
+        at the first found; ``None`` when there is none."""
+    def query_many(
+        self, fingerprints: UInt64s, k: Optional[int] = None, first: bool = False
+    ) -> QueryMatches:
+        """Queries a whole array at once, without a Python object per
+        match: four numpy arrays, one row per (query, match, id). With
+        ``first``, at most one matching fingerprint per query."""
+    def ids(self, fingerprint: UInt64) -> list[int]:
+        """The ids stored with ``fingerprint``, increasing."""
+    def compact(self) -> dict[str, int]:
+        """Merges everything pending into the largest level and drops what
+        was deleted; returns ``merged``, ``removed``, ``blocks_replaced``,
+        ``blocks_written``."""
+    def stats(self) -> dict[str, Any]:
+        """Counts and sizes, with the keys of ``simstore stats``."""
+    def verify(self) -> dict[str, Any]:
+        """Reads everything back and checks it: ``ok``, ``problems`` (a list
+        of strings) and counts, as ``simstore verify``."""
+    def sync(self) -> None:
+        """Makes every acknowledged write durable now."""
+    def flush(self) -> None:
+        """Writes RocksDB's in-memory buffers to table files (a shorter log
+        to replay at the next open)."""
+    def close(self) -> None:
+        """Waits for background work, syncs and releases the store; raises
+        what failed. Closing twice does nothing; other calls on a closed
+        store raise ``ClosedError``."""
+    def __enter__(self) -> Store: ...
+    def __exit__(self, kind: Any, value: Any, traceback: Any) -> bool: ...
+    def __len__(self) -> int:
+        """The number of stored fingerprints."""
+
+class Fingerprinter:
+    """64-bit simhash of documents: word shingles (``shingle`` words, or
+    ``char_shingle`` characters) weighted by term frequency, stop words
+    optionally dropped; the fingerprints ``simstore hash`` prints."""
+
+    def __init__(
+        self, shingle: int = 3, char_shingle: Optional[int] = None, stop_words: bool = False
+    ) -> None: ...
+    @property
+    def shingle(self) -> int: ...
+    @property
+    def char_shingle(self) -> Optional[int]: ...
+    @property
+    def stop_words(self) -> bool: ...
+    def fingerprint(self, text: str) -> Optional[int]:
+        """The fingerprint of ``text``; ``None`` when it has no words."""
+    def fingerprint_html(self, html: str) -> Optional[int]:
+        """The fingerprint of the visible text of ``html`` (as ``simstore
+        hash --html``); ``None`` when it has no words."""
+    def weights(self, text: str, html: bool = False) -> Optional[npt.NDArray[np.float64]]:
+        """The 64 signed weight sums behind the bits (bit ``j`` is set when
+        ``weights[j] > 0``); ``None`` when the text has no words."""
+    def fingerprint_many(
+        self, texts: Sequence[str] | Iterable[str], html: bool = False
+    ) -> npt.NDArray[np.uint64]:
+        """Fingerprints of many documents, on all cores without the GIL, in
+        input order; a document without words gets 0."""
+
+class DedupSession:
+    """The native half of ``simstore.dedup`` (not a public API)."""
+
+    def __init__(
+        self,
+        path: str,
+        k: Optional[int],
+        similarity: Optional[float],
+        fingerprinter: Fingerprinter,
+        html: bool,
+    ) -> None: ...
+    @property
+    def k(self) -> int: ...
+    def decide(
+        self, texts: list[str], first_seq: int
+    ) -> list[Optional[tuple[int, Optional[tuple[int, int, int, Optional[float]]]]]]: ...
+    def close(self) -> None: ...

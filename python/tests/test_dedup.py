@@ -1,0 +1,124 @@
+"""simstore.dedup makes the command line's decisions on the same
+documents, and shares its store and log."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+
+import numpy as np
+import pytest
+
+import simstore
+from test_fingerprint import cli
+
+WORDS = "alpha beta gamma delta epsilon zeta eta theta iota kappa lambda mu nu xi omicron pi rho sigma tau".split()
+TEMPLATE = "Home | About | Contact | Login | Privacy policy | Terms of use | Copyright 2026 Example Corp"
+
+
+def corpus(seed: int, n: int = 400) -> list:
+    """Documents with near-duplicates (a few words changed), exact
+    duplicates, pages that share only a template, and empty ones."""
+    rng = np.random.default_rng(seed)
+    docs = []
+    for i in range(n):
+        r = rng.random()
+        if docs and r < 0.3:
+            base = docs[int(rng.integers(0, len(docs)))][1].split() or ["empty"]
+            for _ in range(int(rng.integers(0, 3))):
+                base[int(rng.integers(0, len(base)))] = WORDS[int(rng.integers(0, len(WORDS)))]
+            text = " ".join(base)
+        elif docs and r < 0.35:
+            text = docs[int(rng.integers(0, len(docs)))][1]
+        elif r < 0.37:
+            text = ""
+        else:
+            body = " ".join(WORDS[int(j)] + str(int(j) % 7) for j in rng.integers(0, len(WORDS), size=int(rng.integers(5, 60))))
+            text = TEMPLATE + " " + body if r < 0.6 else body
+        docs.append((f"doc-{i}", text))
+    return docs
+
+
+def cli_decisions(tmp_path, docs, *args) -> dict:
+    src = tmp_path / "docs.jsonl"
+    with open(src, "w") as f:
+        for name, text in docs:
+            f.write(json.dumps({"id": name, "text": text}) + "\n")
+    out = subprocess.run(
+        [cli(), "dedup", str(tmp_path / "cli-store"), "--jsonl", *args, str(src)], capture_output=True, text=True
+    )
+    assert out.returncode in (0, 3), out.stderr
+    found = {}
+    for line in out.stdout.splitlines():
+        d = json.loads(line)
+        of = d["duplicate_of"]
+        found[d["id"]] = (int(d["fingerprint"], 16), of and of["id"], of and of["distance"], of and of.get("similarity"))
+    return found
+
+
+@pytest.mark.skipif(cli() is None, reason="no simstore command (set SIMSTORE_CLI)")
+@pytest.mark.parametrize("kwargs,args", [({}, []), ({"k": 2}, ["--max-distance", "2"]), ({"similarity": 0.8}, ["--similarity", "0.8"])])
+def test_same_decisions_as_the_cli(tmp_path, kwargs, args):
+    docs = corpus(7)
+    want = cli_decisions(tmp_path, docs, *args)
+    got = {}
+    for d in simstore.dedup(docs, tmp_path / "py-store", chunk=64, **kwargs):
+        if d.fingerprint is not None:
+            got[d.id] = (d.fingerprint, d.duplicate_of, d.distance, d.similarity)
+    assert got == want
+    assert sum(v[1] is not None for v in got.values()) > 50, "the corpus has near-duplicates"
+    # The log is the command line's, byte for byte.
+    assert (tmp_path / "py-store" / "dedup.log").read_bytes() == (tmp_path / "cli-store" / "dedup.log").read_bytes()
+
+
+def test_rerun_and_continuation(tmp_path):
+    docs = corpus(11, 300)
+    path = tmp_path / "store"
+    first = list(simstore.dedup(docs[:200], path))
+    assert [d.id for d in first] == [name for name, _ in docs[:200]]
+    # Again over all of it: the first 200 get their decisions back (ids as
+    # the log recorded them), the rest are decided against everything.
+    again = list(simstore.dedup(docs, path))
+    assert [d for d in again[:200] if d.fingerprint is not None] == [d for d in first if d.fingerprint is not None]
+    fresh = list(simstore.dedup(docs, tmp_path / "fresh"))
+    assert again == fresh
+    with simstore.Store.open(path) as store:
+        new = [d for d in fresh if d.fingerprint is not None and d.duplicate_of is None]
+        assert store.stats()["ids"] == len(new)
+
+
+def test_decisions_are_nearest_then_earliest(tmp_path):
+    f = simstore.Fingerprinter()
+    text = "one two three four five six seven eight nine ten eleven twelve"
+    docs = [("a", text), ("b", text + " thirteen"), ("c", text), ("d", "something else entirely here now")]
+    out = list(simstore.dedup(docs, tmp_path / "s", fingerprinter=f))
+    assert out[0] == simstore.Decision("a", f.fingerprint(text))
+    assert out[2].duplicate_of == "a" and out[2].distance == 0
+    assert out[3].duplicate_of is None
+    assert out[1].is_duplicate == (bin(f.fingerprint(text) ^ f.fingerprint(text + " thirteen")).count("1") <= 3)
+
+
+def test_dedup_bad_input(tmp_path):
+    with pytest.raises(simstore.InvalidArgumentError):
+        list(simstore.dedup([("a", "x")], tmp_path / "s", similarity=1.5))
+    with pytest.raises(simstore.InvalidTypeError):
+        list(simstore.dedup([("a", 3)], tmp_path / "t"))
+    with pytest.raises(simstore.InvalidTypeError):
+        list(simstore.dedup(["just text"], tmp_path / "u"))
+    with pytest.raises(simstore.PlanError):
+        list(simstore.dedup([("a", "x y z")], tmp_path / "v", k=9))
+    simstore.Store.create(tmp_path / "v", max_distance=2).close()
+    with pytest.raises(simstore.DistanceTooLargeError):
+        list(simstore.dedup([("a", "x y z")], tmp_path / "v", k=3))
+    assert not (tmp_path / "v" / "dedup.log").exists()
+    (tmp_path / "w").mkdir()
+    (tmp_path / "w" / "notes.txt").write_text("not a store")
+    with pytest.raises(simstore.NotAStoreError):
+        list(simstore.dedup([("a", "x y z")], tmp_path / "w"))
+    # The store is released when the generator ends early.
+    gen = simstore.dedup([("a", "x y z"), ("b", "p q r")], tmp_path / "x")
+    next(gen)
+    gen.close()
+    with simstore.Store.open(tmp_path / "x") as store:
+        assert store.ids(simstore.Fingerprinter().fingerprint("x y z")) == [0]

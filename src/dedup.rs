@@ -1,0 +1,237 @@
+//! Deciding, document after document, whether each is new or a
+//! near-duplicate of an earlier one: the decisions of `simstore dedup`, for
+//! every front end (the command line, the Python package).
+//!
+//! Documents are numbered in the order they are decided (their *sequence
+//! numbers*). A new document is stored with its sequence number as id;
+//! a near-duplicate is not (with sketches every document is, so that a
+//! later one may match it). A document's candidates are the stored
+//! fingerprints within distance `k` whose id is below its own sequence
+//! number, and the earlier documents of its own batch; the decision is
+//! the nearest candidate, the earliest among equals. With a similarity
+//! threshold, candidates must also pass the sketch re-check
+//! ([`Sketch::recheck`]) and the most similar wins, then the nearest,
+//! then the earliest. Ignoring ids at or past a document's own number
+//! makes a batch that is decided again after a crash (stored, not yet
+//! recorded by the caller) come out the same.
+
+use crate::simhash::Sketch;
+use crate::{Error, Op, Result, Store};
+
+/// A document to decide: its fingerprint, and with a similarity threshold
+/// its sketch (whose [`Sketch::fingerprint`] is then its fingerprint).
+#[derive(Debug, Clone)]
+pub struct Candidate {
+    /// The document's fingerprint.
+    pub fingerprint: u64,
+    /// Its sketch: required when deciding by similarity, ignored otherwise.
+    pub sketch: Option<Sketch>,
+}
+
+/// The earlier document a document is a near-duplicate of.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Earlier {
+    /// Its sequence number (its id in the store).
+    pub seq: u64,
+    /// Its fingerprint.
+    pub fingerprint: u64,
+    /// The Hamming distance between the two fingerprints.
+    pub distance: u32,
+    /// The estimated Jaccard similarity of the two, when deciding by
+    /// similarity.
+    pub similarity: Option<f64>,
+}
+
+/// Decides batches of documents against a store (see the [module
+/// documentation](self)).
+///
+/// ```
+/// use simstore::dedup::{Candidate, Deduper};
+/// use simstore::{Options, Store};
+///
+/// let dir = tempfile::tempdir()?;
+/// let store = Store::create(dir.path(), &Options::new())?;
+/// let dedup = Deduper::new(&store, None, None)?;
+/// let docs = [0x0123_4567_89ab_cdef, 0x0123_4567_89ab_cdee, 0xfedc_ba98_7654_3210]
+///     .map(|fingerprint| Candidate { fingerprint, sketch: None });
+/// let decided = dedup.decide(0, &docs)?;
+/// assert_eq!(decided[0], None); // new: stored with id 0
+/// assert_eq!(decided[1].as_ref().map(|e| (e.seq, e.distance)), Some((0, 1)));
+/// assert_eq!(decided[2], None); // new: stored with id 2
+/// assert_eq!(store.ids(0xfedc_ba98_7654_3210)?, vec![2]);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Debug)]
+pub struct Deduper<'s> {
+    store: &'s Store,
+    k: u32,
+    similarity: Option<f64>,
+}
+
+impl<'s> Deduper<'s> {
+    /// Decides against `store` at distance `k` (default: the store's
+    /// maximum, or with a similarity threshold the distance it needs,
+    /// [`Sketch::distance_for`]), re-checking candidates at Jaccard
+    /// similarity `similarity` when given. A store with sketches
+    /// ([`Options::sketches`](crate::Options::sketches)) is needed to
+    /// decide by similarity.
+    pub fn new(store: &'s Store, k: Option<u32>, similarity: Option<f64>) -> Result<Self> {
+        if let Some(j) = similarity.filter(|j| !(0.0..=1.0).contains(j)) {
+            return Err(Error::InvalidArgument(format!(
+                "similarity {j} is not between 0 and 1"
+            )));
+        }
+        if similarity.is_some() && !store.keeps_sketches() {
+            return Err(Error::InvalidArgument(
+                "deciding by similarity needs a store that keeps sketches".into(),
+            ));
+        }
+        let k = match (k, similarity) {
+            (Some(k), _) => k,
+            (None, Some(j)) => Sketch::distance_for(j, store.max_distance()),
+            (None, None) => store.max_distance(),
+        };
+        if k > store.max_distance() {
+            return Err(Error::DistanceTooLarge {
+                asked: k,
+                supported: store.max_distance(),
+            });
+        }
+        Ok(Self {
+            store,
+            k,
+            similarity,
+        })
+    }
+
+    /// The store decided against.
+    pub fn store(&self) -> &'s Store {
+        self.store
+    }
+
+    /// The query distance.
+    pub fn k(&self) -> u32 {
+        self.k
+    }
+
+    /// Decides `docs`, numbered `first_seq`, `first_seq + 1`, ... in
+    /// order, and stores the ones to keep in one atomic commit. Returns,
+    /// per document, the earlier document it is a near-duplicate of, or
+    /// `None` for a new one.
+    pub fn decide(&self, first_seq: u64, docs: &[Candidate]) -> Result<Vec<Option<Earlier>>> {
+        let mut decided = Vec::with_capacity(docs.len());
+        let mut inserts = Vec::new();
+        // Documents of this batch that are being stored: (seq, fp, sketch).
+        let mut fresh: Vec<(u64, u64, Option<Sketch>)> = Vec::new();
+        for (i, doc) in docs.iter().enumerate() {
+            let seq = first_seq + i as u64;
+            let fp = doc.fingerprint;
+            let best = match self.similarity {
+                Some(j) => {
+                    let sketch = doc.sketch.as_ref().ok_or_else(|| {
+                        Error::InvalidArgument(format!(
+                            "document {seq} has no sketch; deciding by similarity needs one"
+                        ))
+                    })?;
+                    self.most_similar(j, seq, fp, sketch, &fresh)?
+                }
+                None => self.nearest(seq, fp, &fresh)?,
+            };
+            match (self.similarity, doc.sketch) {
+                (Some(_), Some(sketch)) => {
+                    fresh.push((seq, fp, Some(sketch)));
+                    inserts.push(Op::InsertSketched {
+                        fingerprint: fp,
+                        id: seq,
+                        sketch,
+                    });
+                }
+                _ if best.is_none() => {
+                    fresh.push((seq, fp, None));
+                    inserts.push(Op::Insert {
+                        fingerprint: fp,
+                        id: Some(seq),
+                    });
+                }
+                _ => {}
+            }
+            decided.push(best);
+        }
+        self.store.apply(inserts)?;
+        Ok(decided)
+    }
+
+    /// Nearest, then earliest: the smallest (distance, seq) among stored
+    /// and fresh documents before `seq` within `k`.
+    fn nearest(
+        &self,
+        seq: u64,
+        fp: u64,
+        fresh: &[(u64, u64, Option<Sketch>)],
+    ) -> Result<Option<Earlier>> {
+        let mut best: Option<(u32, u64, u64)> = None;
+        for m in self.store.query(fp, self.k)? {
+            if let Some(&id) = m.ids.iter().find(|&&id| id < seq) {
+                let c = (m.distance, id, m.fingerprint);
+                best = Some(best.map_or(c, |b| b.min(c)));
+            }
+        }
+        for &(s, f, _) in fresh {
+            let d = (f ^ fp).count_ones();
+            if d <= self.k {
+                best = Some(best.map_or((d, s, f), |b| b.min((d, s, f))));
+            }
+        }
+        Ok(best.map(|(distance, seq, fingerprint)| Earlier {
+            seq,
+            fingerprint,
+            distance,
+            similarity: None,
+        }))
+    }
+
+    /// Most similar, then nearest, then earliest, among the stored and
+    /// fresh documents before `seq` within `k` whose sketches pass the
+    /// re-check at `j` among all of them.
+    fn most_similar(
+        &self,
+        j: f64,
+        seq: u64,
+        fp: u64,
+        sketch: &Sketch,
+        fresh: &[(u64, u64, Option<Sketch>)],
+    ) -> Result<Option<Earlier>> {
+        // Stored and fresh documents within k: (seq, fp, distance, sketch).
+        let mut within: Vec<(u64, u64, u32, Sketch)> = self
+            .store
+            .query_sketched(fp, self.k)?
+            .into_iter()
+            .filter(|c| c.id < seq)
+            .map(|c| (c.id, c.fingerprint, c.distance, c.sketch))
+            .collect();
+        for &(s, f, other) in fresh {
+            let distance = (f ^ fp).count_ones();
+            if let (true, Some(other)) = (distance <= self.k, other) {
+                within.push((s, f, distance, other));
+            }
+        }
+        let candidates = within.len();
+        Ok(within
+            .into_iter()
+            .filter_map(|(seq, fingerprint, distance, other)| {
+                let similarity = sketch.recheck(&other, j, candidates)?;
+                Some(Earlier {
+                    seq,
+                    fingerprint,
+                    distance,
+                    similarity: Some(similarity),
+                })
+            })
+            .min_by(|a, b| {
+                let (sa, sb) = (a.similarity.unwrap_or(0.0), b.similarity.unwrap_or(0.0));
+                sb.total_cmp(&sa)
+                    .then(a.distance.cmp(&b.distance))
+                    .then(a.seq.cmp(&b.seq))
+            }))
+    }
+}
