@@ -2,9 +2,12 @@
 //! space, query, open and recovery figures against baselines computed in
 //! the same run; `quality` measures how well fingerprint distance finds
 //! near-duplicate documents; `grow` grows a store from empty by
-//! incremental writes with queries beside them. `peers.py` beside this crate compares the
-//! `simstore` command with FAISS and mih-rs.
+//! incremental writes with queries beside them; `batch` times the batch
+//! query on a store. `peers.py` beside this crate compares the `simstore`
+//! command with FAISS and mih-rs; `python.py` the Python package with the
+//! library and the command.
 
+mod batch;
 mod bench;
 mod cold;
 mod grow;
@@ -30,6 +33,9 @@ struct Cli {
 enum Command {
     /// Measure ingest, space and query rates against in-run baselines.
     Run(bench::Config),
+    /// Time the library's batch query on an existing store over
+    /// fingerprints read from a file (little-endian u64s).
+    Batch(batch::Config),
     /// Grow a store from empty to N pairs by incremental writes, with
     /// queries running beside them: rates, bytes written and memory per
     /// tenth of the way.
@@ -85,6 +91,7 @@ fn dispatch(command: Command) -> Result<(), Failure> {
     match command {
         Command::Run(config) => bench::run(&config, &mut out),
         Command::Grow(config) => grow::run(&config, &mut out),
+        Command::Batch(config) => batch::run(&config, &mut out),
         Command::Quality {
             inputs,
             threshold,

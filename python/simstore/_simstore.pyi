@@ -104,6 +104,10 @@ class Store:
     @property
     def closed(self) -> bool:
         """Whether ``close()`` was called."""
+    def wait_warm(self) -> None:
+        """Waits until the tables are held in memory: an open loads them in
+        the background, and until then queries read what they need from
+        disk. Returns at once when they do not fit the memory budget."""
     def insert(self, fingerprint: UInt64, id: Optional[UInt64] = None) -> None:
         """Stores ``fingerprint`` with document ``id`` (or without one);
         visible to queries on return, durable as the store's durability

@@ -289,6 +289,15 @@ impl PyStore {
         self.inner.read().is_none()
     }
 
+    /// Waits until the tables are held in memory (an open loads them in
+    /// the background; until then queries read what they need from disk).
+    fn wait_warm(&self, py: Python<'_>) -> PyResult<()> {
+        self.with(py, |s| {
+            s.wait_warm();
+            Ok(())
+        })
+    }
+
     /// Stores `fingerprint` with document id `id` (or without an id).
     #[pyo3(signature = (fingerprint, id=None))]
     fn insert(
