@@ -4,6 +4,7 @@ re-exported by ``simstore``."""
 from __future__ import annotations
 
 import os
+from pathlib import Path
 from typing import Any, Iterable, Literal, Optional, Sequence, Union
 
 import numpy as np
@@ -20,7 +21,8 @@ NO_ID: int
 #: scalars included).
 UInt64 = Union[int, np.unsignedinteger[Any], np.signedinteger[Any]]
 #: Many of them: a one-dimensional buffer of uint64 (numpy array,
-#: ``array.array('Q')``, memoryview), or any iterable of ints. Arrays of
+#: ``array.array('Q')``, memoryview), an array-like numpy turns into one
+#: (a pandas Series, an Arrow array), or any iterable of ints. Arrays of
 #: another dtype are refused (``InvalidTypeError``), never converted.
 UInt64s = Union[npt.NDArray[np.uint64], memoryview, Iterable[int]]
 PathLike = Union[str, os.PathLike[str]]
@@ -96,7 +98,7 @@ class Store:
     ) -> Store:
         """``open``, or ``create`` when ``path`` is absent or empty."""
     @property
-    def path(self) -> str:
+    def path(self) -> Path:
         """The store's directory."""
     @property
     def max_distance(self) -> int:

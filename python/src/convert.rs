@@ -70,8 +70,9 @@ pub fn small(value: &Bound<'_, PyAny>, what: &str, max: u64) -> PyResult<u64> {
 }
 
 /// A sequence of 64-bit unsigned integers: a buffer of `uint64` (a numpy
-/// array of that dtype, `array.array('Q')`, a memoryview), copied; or any
-/// iterable of ints, each checked. Buffers of another element type are
+/// array of that dtype, `array.array('Q')`, a memoryview), copied; an
+/// array-like numpy converts (a pandas Series, an Arrow array), then taken
+/// as such a buffer; or any iterable of ints, each checked. Buffers of another element type are
 /// refused, not converted: a signed or floating array would otherwise
 /// lose or reinterpret values silently.
 pub fn uint64s(values: &Bound<'_, PyAny>, what: &str) -> PyResult<Vec<u64>> {
@@ -92,7 +93,16 @@ pub fn uint64s(values: &Bound<'_, PyAny>, what: &str) -> PyResult<Vec<u64>> {
                 ),
             ));
         }
-        return buffer.to_vec(py);
+        let mut values = buffer.to_vec(py)?;
+        // pyo3 takes a big-endian format for a native one on little-endian
+        // machines: swap those here, so that `>u8` arrays read right.
+        let format = buffer.format().to_bytes();
+        if cfg!(target_endian = "little") && matches!(format.first(), Some(b'>' | b'!')) {
+            for v in &mut values {
+                *v = v.swap_bytes();
+            }
+        }
+        return Ok(values);
     }
     if let Ok(view) = py
         .import("builtins")?
@@ -111,6 +121,14 @@ pub fn uint64s(values: &Bound<'_, PyAny>, what: &str) -> PyResult<Vec<u64>> {
                  as Spark's LongType holds them, convert with `.view(numpy.uint64)`)"
             ),
         ));
+    }
+    // Array-likes without the buffer protocol (pandas Series, Arrow
+    // arrays): through numpy, then checked as any buffer.
+    if values.hasattr("__array__")? {
+        let array = py.import("numpy")?.getattr("asarray")?.call1((values,))?;
+        if !array.is(values) {
+            return uint64s(&array, what);
+        }
     }
     let mut out = Vec::with_capacity(values.len().unwrap_or(0));
     let iter = values.try_iter().map_err(|_| {

@@ -194,3 +194,21 @@ def test_public_names_are_documented():
         for name, member in vars(cls).items():
             if not name.startswith("_"):
                 assert getattr(member, "__doc__", None), f"{cls.__name__}.{name}"
+
+
+def test_array_likes_through_numpy(store):
+    import pandas as pd
+    import pyarrow as pa
+
+    got = store.query_many(pd.Series([1, 2], dtype="uint64"), 0)
+    assert got.id.tolist() == [10, 20]
+    got = store.query_many(pa.array([3], type=pa.uint64()), 0)
+    assert got.id.tolist() == [30]
+    with pytest.raises(simstore.InvalidTypeError, match="int64"):
+        store.query_many(pd.Series([1, 2]), 0)
+    # Big-endian arrays are read by value, not by their bytes.
+    got = store.query_many(np.array([1, 2, 3], dtype=">u8"), 0)
+    assert got.id.tolist() == [10, 20, 30]
+    store.insert_many(np.array([2**40 + 1], dtype=">u8"), np.array([99], dtype=">u8"))
+    assert store.ids(2**40 + 1) == [99]
+    store.delete(2**40 + 1)
