@@ -379,3 +379,31 @@ fn large_batches_on_several_threads_match_the_oracle() {
         }
     }
 }
+
+/// One-table stores (`tables(1)`): exact queries flip every set of at
+/// most `k` header bits; wide headers (runs of about one fingerprint) and
+/// narrow ones (long runs), in memory and on disk.
+#[test]
+fn one_table_stores_answer_exactly() {
+    for (n, seed) in [(0usize, 21u64), (1, 22), (50, 23), (3000, 24)] {
+        let data = random(n, &mut Rng(seed));
+        scenario(&data, Options::new().tables(1).block_size(64), seed);
+    }
+    let data = clustered(3000, &mut Rng(25));
+    scenario(&data, Options::new().tables(1).expected_size(300), 26);
+    scenario(&data, Options::new().tables(1).max_distance(2), 27);
+    scenario(
+        &data,
+        Options::new()
+            .tables(1)
+            .max_distance(4)
+            .expected_size(1 << 12),
+        28,
+    );
+    scenario_on(
+        &data,
+        Options::new().tables(1).memory_budget(0).block_size(64),
+        29,
+        true,
+    );
+}

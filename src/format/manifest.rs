@@ -122,7 +122,9 @@ impl Manifest {
     }
 
     /// Decodes a manifest and checks that the stored permutations are
-    /// exactly the plan its `(max_distance, blocks)` describe.
+    /// exactly the plan its `(max_distance, blocks)` describe (for the
+    /// one-table plan, `blocks` 1 at a distance above 0, with the header
+    /// width its one table's prefix).
     pub fn decode(bytes: &[u8]) -> Result<Self, ManifestError> {
         let corrupt = |m: String| ManifestError::Corrupt(m);
         // Check the version before the checksum so that a newer, longer
@@ -168,8 +170,14 @@ impl Manifest {
                 header.tables
             )));
         }
-        let plan =
-            Plan::new(header.max_distance, header.blocks).map_err(|e| corrupt(e.to_string()))?;
+        let plan = if header.blocks == 1 && header.max_distance > 0 {
+            // The one-table plan: its header width is the table's prefix.
+            let width = rest.first().copied().unwrap_or(0);
+            Plan::one_table(header.max_distance, width)
+        } else {
+            Plan::new(header.max_distance, header.blocks)
+        }
+        .map_err(|e| corrupt(e.to_string()))?;
         if plan.tables().len() != usize::from(header.tables) {
             return Err(corrupt("table count does not match the plan".into()));
         }

@@ -10,12 +10,23 @@
 
 mod permutation;
 mod planner;
+pub mod vosh;
 
 pub use permutation::{NotAPermutation, Permutation};
 pub use planner::{choose_blocks, valid_table_counts, PlanError};
 
 /// The largest maximum distance a store can be created with.
 pub const MAX_SUPPORTED_DISTANCE: u8 = 8;
+
+/// The header width of a one-table plan for `expected_size` fingerprints:
+/// `log2 N` rounded (Sood & Loguinov's `t = d`, so that a header's run
+/// holds about one fingerprint), between 8 and 40.
+pub fn header_width(expected_size: u64) -> u8 {
+    (expected_size.max(2) as f64)
+        .log2()
+        .round()
+        .clamp(8.0, 40.0) as u8
+}
 
 /// One permuted table: its permutation and matching-prefix width.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -123,14 +134,58 @@ impl Plan {
     }
 
     /// Plans for `expected_size` fingerprints at maximum distance `k`, or
-    /// with exactly `tables` tables when given (see [`choose_blocks`]).
+    /// with exactly `tables` tables when given (see [`choose_blocks`]);
+    /// one table at `k > 0` is the one-table plan ([`one_table`](Self::one_table))
+    /// with a header of [`header_width`] bits.
     pub fn for_size(
         max_distance: u8,
         expected_size: u64,
         tables: Option<u32>,
     ) -> Result<Self, PlanError> {
         let blocks = choose_blocks(max_distance, expected_size, tables)?;
+        if blocks == 1 && max_distance > 0 {
+            return Self::one_table(max_distance, header_width(expected_size));
+        }
         Self::new(max_distance, blocks)
+    }
+
+    /// The one-table plan of probabilistic simhash matching (Sood &
+    /// Loguinov, CIKM 2011): a single table sorted on all 64 bits, whose
+    /// top `header_bits` bits (the header, 1 to 63) a query probes as they
+    /// are and with bits flipped ([`vosh`]). Exact queries flip every set
+    /// of at most `k` header bits ([`vosh::exact_count`] probes);
+    /// probabilistic ones the likeliest sets only. Recorded as one block
+    /// (`r = 1`), which the pigeonhole plans never use for `k > 0`.
+    pub fn one_table(max_distance: u8, header_bits: u8) -> Result<Self, PlanError> {
+        let k = max_distance;
+        if k > MAX_SUPPORTED_DISTANCE {
+            return Err(PlanError::DistanceUnsupported {
+                asked: u32::from(k),
+                supported: MAX_SUPPORTED_DISTANCE,
+            });
+        }
+        if k == 0 || !(1..64).contains(&header_bits) {
+            return Err(PlanError::BadBlockCount {
+                blocks: 1,
+                max_distance: k,
+            });
+        }
+        Ok(Self {
+            max_distance: k,
+            blocks: 1,
+            tables: vec![TableSpec {
+                permutation: Permutation::identity(),
+                prefix_bits: header_bits,
+            }],
+            probe_sets: vec![vec![0]; usize::from(k) + 1],
+        })
+    }
+
+    /// The header width of a one-table plan, whose exact queries flip
+    /// header bits; `None` for the pigeonhole plans, where every answer
+    /// shares a probed table's prefix.
+    pub fn header_bits(&self) -> Option<u8> {
+        (self.blocks == 1 && self.max_distance > 0).then(|| self.tables[0].prefix_bits)
     }
 
     /// The largest distance this plan answers exactly.

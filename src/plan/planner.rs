@@ -157,14 +157,18 @@ pub(crate) fn covering_tables(
     chosen
 }
 
-/// The table counts `C(r, k)` that exist for maximum distance `k`.
+/// The table counts that exist for maximum distance `k`: 1 (the one-table
+/// plan) and the pigeonhole plans' `C(r, k)`.
 pub fn valid_table_counts(max_distance: u8) -> Vec<u64> {
     if max_distance == 0 {
         return vec![1];
     }
-    (u64::from(max_distance) + 1..=64)
-        .map(|r| binomial(r, max_distance.into()))
-        .take_while(|&t| t <= MAX_TABLES)
+    std::iter::once(1)
+        .chain(
+            (u64::from(max_distance) + 1..=64)
+                .map(|r| binomial(r, max_distance.into()))
+                .take_while(|&t| t <= MAX_TABLES),
+        )
         .collect()
 }
 
@@ -182,6 +186,10 @@ pub fn choose_blocks(
             asked: u32::from(k),
             supported: super::MAX_SUPPORTED_DISTANCE,
         });
+    }
+    // One table at k > 0: the one-table plan (`Plan::one_table`).
+    if k > 0 && tables == Some(1) {
+        return Ok(1);
     }
     let candidates: Vec<u8> = if k == 0 {
         vec![1]
@@ -258,6 +266,7 @@ mod tests {
             choose_blocks(3, 10, Some(7)),
             Err(PlanError::NoSuchTableCount { .. })
         ));
-        assert_eq!(valid_table_counts(3), vec![4, 10, 20, 35, 56, 84, 120]);
+        assert_eq!(valid_table_counts(3), vec![1, 4, 10, 20, 35, 56, 84, 120]);
+        assert_eq!(choose_blocks(3, 10, Some(1)), Ok(1));
     }
 }

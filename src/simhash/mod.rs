@@ -24,6 +24,7 @@ mod idf;
 #[cfg(feature = "html")]
 mod scan;
 mod sketch;
+mod volatility;
 
 use std::collections::HashMap;
 
@@ -34,6 +35,7 @@ pub use idf::Idf;
 #[cfg(feature = "html")]
 pub use scan::visible_text_fast;
 pub use sketch::{Sketch, SKETCH_BYTES, SKETCH_SEED};
+pub use volatility::{BadVolatility, Volatility, FLIP_SCALE};
 
 /// The XXH3 seed of feature hashes (ASCII "simhash1").
 pub const FEATURE_SEED: u64 = 0x7369_6d68_6173_6831;

@@ -45,7 +45,8 @@ pub(crate) fn query_batch(shared: &Shared, fps: &[u64], k: u32) -> Result<Vec<Ve
                 probe.iter().all(|&t| state.tables[t].in_memory()),
             )
         };
-        if chunk.len() < SORTED_MIN_PER_BLOCK * blocks {
+        // A one-table store's queries flip header bits: one by one.
+        if chunk.len() < SORTED_MIN_PER_BLOCK * blocks || shared.plan.header_bits().is_some() {
             results.extend(query_each(shared, plan_probe, chunk, k, threads)?);
             continue;
         }

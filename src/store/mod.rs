@@ -30,6 +30,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::thread::JoinHandle;
 
+pub use crate::plan::vosh::Budget;
 pub use compact::CompactionReport;
 pub use entry::Entry;
 pub use options::{
@@ -392,6 +393,84 @@ impl Store {
             .into_iter()
             .map(|m| m.into_iter().next())
             .collect())
+    }
+
+    /// Stored fingerprints within distance `k` of `fingerprint`, found by
+    /// probabilistic simhash matching (Sood & Loguinov, CIKM 2011) on a
+    /// one-table store ([`Options::tables`]`(1)`): the runs of the query's
+    /// header and of the headers with its likeliest bit flips, taken by
+    /// [`volatility`](crate::simhash::Volatility) until `budget` (by
+    /// default 95% of the flip probability). Every answer is a true match
+    /// (sorted as [`query`](Self::query)'s); a match whose header differs
+    /// in bits the search did not flip is missed. On a store of several
+    /// tables the answer is exact. [`Budget::EXHAUSTIVE`] gives the exact
+    /// answer on any store.
+    ///
+    /// ```
+    /// use simstore::simhash::{Fingerprinter, Volatility};
+    /// use simstore::{Budget, Options, Store};
+    ///
+    /// let dir = tempfile::tempdir()?;
+    /// let store = Store::create(dir.path(), &Options::new().tables(1))?;
+    /// let f = Fingerprinter::new();
+    /// let a = f.fingerprint("one two three four five six seven eight nine ten").unwrap();
+    /// store.insert(a.fingerprint, 1)?;
+    /// let b = f.fingerprint("one two three four five six seven eight nine ten eleven").unwrap();
+    /// let volatility = Volatility::from_weights(&b.weights);
+    /// let found = store.query_probabilistic(b.fingerprint, &volatility, 3, Budget::default())?;
+    /// let exact = store.query(b.fingerprint, 3)?;
+    /// assert!(found.iter().all(|m| exact.contains(m)));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn query_probabilistic(
+        &self,
+        fingerprint: u64,
+        volatility: &crate::simhash::Volatility,
+        k: u32,
+        budget: Budget,
+    ) -> Result<Vec<Match>> {
+        Ok(query::query_probabilistic(
+            &self.shared,
+            &[(fingerprint, *volatility)],
+            k,
+            budget,
+            false,
+        )?
+        .pop()
+        .unwrap_or_default())
+    }
+
+    /// [`query_probabilistic`](Self::query_probabilistic) stopping at the
+    /// first match found.
+    pub fn query_first_probabilistic(
+        &self,
+        fingerprint: u64,
+        volatility: &crate::simhash::Volatility,
+        k: u32,
+        budget: Budget,
+    ) -> Result<Option<Match>> {
+        Ok(query::query_probabilistic(
+            &self.shared,
+            &[(fingerprint, *volatility)],
+            k,
+            budget,
+            true,
+        )?
+        .pop()
+        .and_then(|m| m.into_iter().next()))
+    }
+
+    /// [`query_probabilistic`](Self::query_probabilistic) (or with
+    /// `first`, [`query_first_probabilistic`](Self::query_first_probabilistic))
+    /// for each of `queries`, answers in input order.
+    pub fn query_probabilistic_many(
+        &self,
+        queries: &[(u64, crate::simhash::Volatility)],
+        k: u32,
+        budget: Budget,
+        first: bool,
+    ) -> Result<Vec<Vec<Match>>> {
+        query::query_probabilistic(&self.shared, queries, k, budget, first)
     }
 
     /// The ids stored for a fingerprint, increasing.

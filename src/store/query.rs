@@ -7,6 +7,7 @@
 use super::shared::Shared;
 use super::state::State;
 use crate::error::{Error, Result};
+use crate::plan::vosh;
 use crate::table::ProbeStart;
 
 /// A stored fingerprint within the asked distance of a query.
@@ -101,6 +102,11 @@ fn collect_portable(
     // Every level's tables, level 0 (and the pending fingerprints) first.
     let levels_probe = state.probes(probe);
     let probe = &levels_probe[..];
+    if let Some(header) = shared.plan.header_bits() {
+        // One table: every header within k bits of the query's.
+        let masks = exact_flips(header, k);
+        return collect_flipped(shared, state, probe, fps, |_| &masks[..], k, first);
+    }
     if first && probe.len() > 1 {
         return collect_first(shared, state, probe, fps, k);
     }
@@ -120,6 +126,57 @@ fn collect_portable(
     // features of the function around it.
     for tables in probes.chunks(probe.len()) {
         found.push(scan_probes(shared, state, tables, k, first)?);
+    }
+    Ok(found)
+}
+
+/// The flip masks of an exact query at distance `k` on a one-table store
+/// whose header is the top `header` bits: every set of at most `k` of
+/// them, smallest first.
+pub(super) fn exact_flips(header: u8, k: u32) -> Vec<u64> {
+    let bits: Vec<u8> = (64 - header..64).collect();
+    vosh::flips(&bits, |_| 0.25, k.min(8) as u8, vosh::Budget::EXHAUSTIVE)
+}
+
+/// Probes a one-table store issues at once for one query with `first`:
+/// the likeliest flips first, and no more once one has found a match.
+const FLIP_PASS: usize = 32;
+
+/// [`collect`] on a one-table store: for the `i`-th query, the run of
+/// every header `masks(i)` flips (the unflipped header being mask 0) in
+/// each level's table, the distance always taken to the query itself.
+/// The probes of one query are staged together, in passes of
+/// [`FLIP_PASS`] with `first`, the likeliest flips first.
+#[inline(always)]
+pub(super) fn collect_flipped<'m>(
+    shared: &Shared,
+    state: &State,
+    probe: &[usize],
+    fps: &[u64],
+    masks: impl Fn(usize) -> &'m [u64],
+    k: u32,
+    first: bool,
+) -> Result<Vec<Vec<(u64, u32)>>> {
+    let mut found = Vec::with_capacity(fps.len());
+    let mut probes: Vec<Probe> = Vec::new();
+    for (i, &fp) in fps.iter().enumerate() {
+        let masks = masks(i);
+        let pass = if first { FLIP_PASS } else { usize::MAX };
+        let mut hits = Vec::new();
+        for part in masks.chunks(pass.min(masks.len()).max(1)) {
+            probes.clear();
+            for &m in part {
+                for &t in probe {
+                    probes.push(Probe::flipped(shared, state, t, fp, m));
+                }
+            }
+            run_stages(state, &mut probes);
+            hits.extend(scan_probes(shared, state, &probes, k, first)?);
+            if first && !hits.is_empty() {
+                break;
+            }
+        }
+        found.push(hits);
     }
     Ok(found)
 }
@@ -249,9 +306,17 @@ impl Probe {
     /// level), its first stage (the block keys to search) done.
     #[inline(always)]
     fn new(shared: &Shared, state: &State, t: usize, fp: u64) -> Self {
+        Self::flipped(shared, state, t, fp, 0)
+    }
+
+    /// [`new`](Self::new) for the run of the permuted query's prefix with
+    /// the bits of `mask` flipped (a one-table store's header flips),
+    /// distances still taken to the query.
+    #[inline(always)]
+    fn flipped(shared: &Shared, state: &State, t: usize, fp: u64, mask: u64) -> Self {
         let spec = &shared.plan.tables()[t % state.per_level];
         let q = spec.permutation.apply(fp);
-        let (lo, hi) = spec.prefix_range(q);
+        let (lo, hi) = spec.prefix_range(q ^ mask);
         Probe {
             t,
             q,
@@ -360,6 +425,57 @@ pub(crate) fn query_many(
     for group in fps.chunks(if first { FIRST_GROUP } else { GROUP }) {
         let state = shared.readable_state()?;
         let found = collect(shared, &state, probe, group, k, first)?;
+        for mut matches in finish_all(shared, &state, found)? {
+            if first {
+                matches.truncate(1);
+            }
+            results.push(matches);
+        }
+    }
+    Ok(results)
+}
+
+/// Probabilistic queries (Sood & Loguinov's PSM): on a one-table store,
+/// for each `(fingerprint, volatility)`, the runs of the headers VOSH
+/// gives within `budget` ([`vosh::flips`]); on other stores the exact
+/// answer, never less exact than asked. With `first`, at most one match a
+/// query.
+pub(crate) fn query_probabilistic(
+    shared: &Shared,
+    queries: &[(u64, crate::simhash::Volatility)],
+    k: u32,
+    budget: vosh::Budget,
+    first: bool,
+) -> Result<Vec<Vec<Match>>> {
+    if !budget.is_valid() {
+        return Err(Error::InvalidArgument(format!(
+            "a probabilistic budget needs a recall of at least 0 and a probe, not {budget:?}"
+        )));
+    }
+    let probe = check_distance(shared, k)?;
+    let Some(header) = shared.plan.header_bits() else {
+        let fps: Vec<u64> = queries.iter().map(|q| q.0).collect();
+        return query_many(shared, &fps, k, first);
+    };
+    let bits: Vec<u8> = (64 - header..64).collect();
+    let mut results = Vec::with_capacity(queries.len());
+    for group in queries.chunks(GROUP) {
+        let masks: Vec<Vec<u64>> = group
+            .iter()
+            .map(|(_, v)| vosh::flips(&bits, |b| v.probability(b), k.min(8) as u8, budget))
+            .collect();
+        let fps: Vec<u64> = group.iter().map(|q| q.0).collect();
+        let state = shared.readable_state()?;
+        let levels_probe = state.probes(probe);
+        let found = collect_flipped(
+            shared,
+            &state,
+            &levels_probe,
+            &fps,
+            |i| &masks[i][..],
+            k,
+            first,
+        )?;
         for mut matches in finish_all(shared, &state, found)? {
             if first {
                 matches.truncate(1);

@@ -1,0 +1,277 @@
+//! Which header bits to flip, in decreasing probability: the Volatility
+//! Ordered Set Heap of Sood & Loguinov (CIKM 2011, §5.2, Algorithm 2).
+//!
+//! A one-table store keeps every fingerprint sorted on all 64 bits and
+//! probes, for a query, the run sharing its top `t` bits (the header) and
+//! then the runs of headers with some bits flipped. Flip sets are taken
+//! in decreasing probability under independent per-bit flip
+//! probabilities `p_j`: `P(S) ∝ ∏_{j∈S} p_j/(1−p_j)`. For each size `h`
+//! the sets form a tree over the bits sorted by probability: the root is
+//! the `h` likeliest bits; a set's left child moves its last bit one
+//! place down the order, its right child moves the bit before the first
+//! gap of two (none when that gap is wider). Every set of size `h` is
+//! reached exactly once and no child is likelier than its parent, so a
+//! heap holding the frontier of the `k` trees yields the sets in
+//! decreasing probability.
+//!
+//! The search stops when the sets taken cover the asked share of the
+//! probability of all sets of at most `k` bits (the elementary symmetric
+//! sums of the odds give that total without listing the sets), or at the
+//! probe budget.
+
+use std::cmp::Ordering;
+use std::collections::BinaryHeap;
+
+/// How far a probabilistic query searches: when to stop taking flip sets.
+///
+/// The default covers 95% of the flip probability with no probe limit.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Budget {
+    /// Share of the flip probability (of sets of at most `k` header bits)
+    /// to cover; 1 or more takes every set, in probability order.
+    pub recall: f64,
+    /// The most flip sets taken, the unflipped header included.
+    pub max_probes: usize,
+}
+
+/// The default [`Budget::recall`].
+pub const DEFAULT_RECALL: f64 = 0.95;
+
+impl Default for Budget {
+    fn default() -> Self {
+        Self {
+            recall: DEFAULT_RECALL,
+            max_probes: usize::MAX,
+        }
+    }
+}
+
+impl Budget {
+    /// Every flip set of at most `k` bits: an exact search.
+    pub const EXHAUSTIVE: Budget = Budget {
+        recall: 1.0,
+        max_probes: usize::MAX,
+    };
+
+    /// A budget covering `recall` of the flip probability, without a probe
+    /// limit.
+    pub fn recall(recall: f64) -> Self {
+        Self {
+            recall,
+            max_probes: usize::MAX,
+        }
+    }
+
+    /// At most `probes` flip sets (the unflipped header included),
+    /// whatever they cover.
+    pub fn probes(probes: usize) -> Self {
+        Self {
+            recall: 1.0,
+            max_probes: probes,
+        }
+    }
+
+    /// Whether the budget is usable: a recall that is a number at least
+    /// 0, and at least one probe.
+    pub fn is_valid(&self) -> bool {
+        self.recall >= 0.0 && self.max_probes >= 1
+    }
+}
+
+/// A set of header positions (indexes into the bits sorted by
+/// probability) with its log-probability, as the heap orders them.
+#[derive(Debug, Clone, Copy)]
+struct Node {
+    score: f64,
+    len: u8,
+    at: [u8; 8],
+}
+
+impl PartialEq for Node {
+    fn eq(&self, other: &Self) -> bool {
+        self.cmp(other) == Ordering::Equal
+    }
+}
+
+impl Eq for Node {}
+
+impl PartialOrd for Node {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for Node {
+    fn cmp(&self, other: &Self) -> Ordering {
+        // Likelier first; ties by smaller sets, then by positions, so the
+        // order is deterministic.
+        self.score
+            .total_cmp(&other.score)
+            .then_with(|| other.len.cmp(&self.len))
+            .then_with(|| other.at.cmp(&self.at))
+    }
+}
+
+/// The flip masks to probe for a query whose header is the bits
+/// `header` (bit numbers, any order), each bit `j` flipping with
+/// probability `p(j)`: the empty mask first, then sets of 1 to `k` bits in
+/// decreasing probability, until `stop`. `k` is at most 8.
+pub fn flips(header: &[u8], p: impl Fn(u8) -> f64, k: u8, stop: Budget) -> Vec<u64> {
+    let k = usize::from(k.min(8)).min(header.len());
+    let mut bits: Vec<(u8, f64)> = header
+        .iter()
+        .map(|&b| {
+            let p = p(b);
+            let p = if p.is_nan() { 0.0 } else { p.clamp(0.0, 0.5) };
+            (b, (p / (1.0 - p)).max(1e-300))
+        })
+        .collect();
+    bits.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+    let odds: Vec<f64> = bits.iter().map(|b| b.1).collect();
+    let logs: Vec<f64> = odds.iter().map(|o| o.ln()).collect();
+    // e[h]: the sum over sets of h bits of their odds products.
+    let mut e = vec![0f64; k + 1];
+    e[0] = 1.0;
+    for &o in &odds {
+        for h in (1..=k).rev() {
+            e[h] += e[h - 1] * o;
+        }
+    }
+    let total: f64 = e.iter().sum();
+    let mask = |n: &Node| {
+        n.at[..usize::from(n.len)]
+            .iter()
+            .fold(0u64, |m, &i| m | 1u64 << bits[usize::from(i)].0)
+    };
+    let mut out = vec![0u64];
+    let mut covered = 1.0;
+    let mut heap = BinaryHeap::new();
+    for h in 1..=k {
+        let mut at = [0u8; 8];
+        for (i, a) in at.iter_mut().enumerate().take(h) {
+            *a = i as u8;
+        }
+        heap.push(Node {
+            score: logs[..h].iter().sum(),
+            len: h as u8,
+            at,
+        });
+    }
+    let n = bits.len();
+    while out.len() < stop.max_probes && (stop.recall >= 1.0 || covered < stop.recall * total) {
+        let Some(node) = heap.pop() else { break };
+        out.push(mask(&node));
+        covered += node.score.exp();
+        let h = usize::from(node.len);
+        let last = usize::from(node.at[h - 1]);
+        if last + 1 < n {
+            let mut child = node;
+            child.at[h - 1] += 1;
+            child.score += logs[last + 1] - logs[last];
+            heap.push(child);
+        }
+        for j in (0..h - 1).rev() {
+            let gap = node.at[j + 1] - node.at[j];
+            if gap >= 2 {
+                if gap == 2 {
+                    let i = usize::from(node.at[j]);
+                    let mut child = node;
+                    child.at[j] += 1;
+                    child.score += logs[i + 1] - logs[i];
+                    heap.push(child);
+                }
+                break;
+            }
+        }
+    }
+    out
+}
+
+/// The number of flip sets of at most `k` of `t` header bits (the probes
+/// of an exact query on a one-table store), saturating.
+pub fn exact_count(t: u8, k: u8) -> u64 {
+    (0..=u64::from(k))
+        .map(|h| super::planner::binomial(u64::from(t), h))
+        .fold(0u64, u64::saturating_add)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const EVERYTHING: Budget = Budget::EXHAUSTIVE;
+
+    #[test]
+    fn every_set_once_in_decreasing_probability() {
+        let header: Vec<u8> = (40..64).collect();
+        let p = |b: u8| 0.5 / (1.0 + f64::from(b % 7) + f64::from(b) / 100.0);
+        for k in 0..=4u8 {
+            let masks = flips(&header, p, k, EVERYTHING);
+            assert_eq!(masks.len() as u64, exact_count(24, k), "k = {k}");
+            let mut seen = std::collections::HashSet::new();
+            let mut last = f64::INFINITY;
+            for &m in &masks {
+                assert!(seen.insert(m), "repeated {m:#x}");
+                assert!(m.count_ones() <= u32::from(k));
+                assert_eq!(m & ((1u64 << 40) - 1), 0, "a bit outside the header");
+                let odds: f64 = (0..64)
+                    .filter(|&j| m >> j & 1 == 1)
+                    .map(|j| p(j) / (1.0 - p(j)))
+                    .product();
+                assert!(odds <= last * (1.0 + 1e-9), "{m:#x} out of order");
+                last = odds;
+            }
+        }
+    }
+
+    #[test]
+    fn stops_at_the_recall_and_the_budget() {
+        let header: Vec<u8> = (0..20).collect();
+        let p = |b: u8| if b < 2 { 0.4 } else { 0.001 };
+        let masks = flips(
+            &header,
+            p,
+            3,
+            Budget {
+                recall: 0.95,
+                max_probes: 1000,
+            },
+        );
+        // The two volatile bits, alone and together, carry nearly all
+        // the probability.
+        assert_eq!(&masks[..4], &[0, 1, 2, 3]);
+        assert!(masks.len() < 20, "{}", masks.len());
+        let few = flips(
+            &header,
+            p,
+            3,
+            Budget {
+                recall: 1.0,
+                max_probes: 5,
+            },
+        );
+        assert_eq!(few.len(), 5);
+        assert_eq!(
+            flips(
+                &header,
+                p,
+                3,
+                Budget {
+                    recall: 0.0,
+                    max_probes: 9
+                }
+            ),
+            vec![0]
+        );
+    }
+
+    #[test]
+    fn odd_probabilities_are_tolerated() {
+        let header: Vec<u8> = (0..10).collect();
+        for p in [0.0, 1.0, f64::NAN, -3.0] {
+            let masks = flips(&header, |_| p, 2, EVERYTHING);
+            assert_eq!(masks.len() as u64, exact_count(10, 2));
+        }
+        assert_eq!(flips(&[], |_| 0.3, 3, EVERYTHING), vec![0]);
+    }
+}

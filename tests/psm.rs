@@ -1,0 +1,141 @@
+//! Probabilistic queries (PSM with VOSH) on one-table stores: every answer
+//! is a true match, the exhaustive budget is exact, and on the generative
+//! model of simhash weights the default budget finds about the share of
+//! true matches it aims for.
+
+mod common;
+
+use common::{shape, Rng};
+use simstore::simhash::{Volatility, FLIP_SCALE};
+use simstore::{Budget, Error, Options, Store};
+
+/// A standard normal deviate (Box-Muller).
+fn gauss(rng: &mut Rng) -> f64 {
+    let u = (rng.next() >> 11) as f64 / (1u64 << 53) as f64;
+    let v = (rng.next() >> 11) as f64 / (1u64 << 53) as f64;
+    (-2.0 * (1.0 - u).ln()).sqrt() * (2.0 * std::f64::consts::PI * v).cos()
+}
+
+fn bits(w: &[f64; 64]) -> u64 {
+    (0..64).fold(0u64, |fp, j| if w[j] > 0.0 { fp | 1 << j } else { fp })
+}
+
+/// The generative model: a stored document's 64 weight sums are standard
+/// normal; a near-duplicate's are the same plus normal noise of standard
+/// deviation `FLIP_SCALE` (the change the volatility model assumes).
+/// Returns the stored fingerprints and the queries with their volatility.
+fn generative(n: usize, queries: usize, seed: u64) -> (Vec<u64>, Vec<(u64, Volatility)>) {
+    let mut rng = Rng(seed);
+    let mut stored = Vec::with_capacity(n);
+    let mut weights = Vec::with_capacity(n);
+    for _ in 0..n {
+        let w: [f64; 64] = std::array::from_fn(|_| gauss(&mut rng));
+        stored.push(bits(&w));
+        weights.push(w);
+    }
+    let mut qs = Vec::with_capacity(queries);
+    for i in 0..queries {
+        let base = &weights[(i * 7919) % n];
+        let w: [f64; 64] = std::array::from_fn(|j| base[j] + FLIP_SCALE * gauss(&mut rng));
+        qs.push((bits(&w), Volatility::from_weights(&w)));
+    }
+    (stored, qs)
+}
+
+#[test]
+fn answers_are_true_matches_and_the_default_budget_finds_most() {
+    let (stored, queries) = generative(20_000, 600, 1);
+    let dir = tempfile::tempdir().unwrap();
+    let options = Options::new().tables(1).expected_size(20_000);
+    let store = Store::create(dir.path().join("s"), &options).unwrap();
+    let pairs: Vec<(u64, u64)> = stored
+        .iter()
+        .enumerate()
+        .map(|(i, &f)| (f, i as u64))
+        .collect();
+    store.insert_many(&pairs).unwrap();
+    let k = 3;
+    let (mut truth, mut found) = (0usize, 0usize);
+    let default = store
+        .query_probabilistic_many(&queries, k, Budget::default(), false)
+        .unwrap();
+    let exhaustive = store
+        .query_probabilistic_many(&queries, k, Budget::EXHAUSTIVE, false)
+        .unwrap();
+    let firsts = store
+        .query_probabilistic_many(&queries, k, Budget::default(), true)
+        .unwrap();
+    for (i, &(q, v)) in queries.iter().enumerate() {
+        let exact = store.query(q, k).unwrap();
+        assert_eq!(shape(&exhaustive[i]), shape(&exact), "exhaustive {q:016x}");
+        let one = store
+            .query_probabilistic(q, &v, k, Budget::default())
+            .unwrap();
+        assert_eq!(shape(&one), shape(&default[i]));
+        assert!(
+            default[i].iter().all(|m| exact.contains(m)),
+            "a false match"
+        );
+        assert!(firsts[i].len() <= 1 && firsts[i].iter().all(|m| exact.contains(m)));
+        assert_eq!(
+            firsts[i].is_empty(),
+            default[i].is_empty(),
+            "first and all disagree"
+        );
+        truth += exact.len();
+        found += default[i].len();
+        // A budget of one probe reads the query's own header only.
+        let own = store
+            .query_probabilistic(q, &v, k, Budget::probes(1))
+            .unwrap();
+        let header = 64 - u32::from(store.plan().header_bits().unwrap());
+        assert!(own.iter().all(|m| (m.fingerprint ^ q) >> header == 0));
+    }
+    assert!(truth > 400, "the model makes near-duplicates ({truth})");
+    let recall = found as f64 / truth as f64;
+    eprintln!(
+        "generative model: {found} of {truth} true matches at the default budget ({recall:.3})"
+    );
+    assert!(recall >= 0.85, "recall {recall:.3} at the default budget");
+    assert!(recall < 1.0 || truth == found);
+}
+
+#[test]
+fn stores_of_several_tables_answer_exactly() {
+    let (stored, queries) = generative(3000, 200, 2);
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::create(dir.path().join("s"), &Options::new()).unwrap();
+    let pairs: Vec<(u64, u64)> = stored
+        .iter()
+        .enumerate()
+        .map(|(i, &f)| (f, i as u64))
+        .collect();
+    store.insert_many(&pairs).unwrap();
+    for &(q, v) in &queries {
+        let got = store
+            .query_probabilistic(q, &v, 3, Budget::probes(1))
+            .unwrap();
+        assert_eq!(shape(&got), shape(&store.query(q, 3).unwrap()));
+    }
+}
+
+#[test]
+fn bad_budgets_and_distances_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::create(dir.path().join("s"), &Options::new().tables(1)).unwrap();
+    let v = Volatility::uniform(0.1);
+    for budget in [
+        Budget::probes(0),
+        Budget::recall(f64::NAN),
+        Budget::recall(-0.5),
+    ] {
+        assert!(matches!(
+            store.query_probabilistic(1, &v, 3, budget),
+            Err(Error::InvalidArgument(_))
+        ));
+    }
+    assert!(matches!(
+        store.query_probabilistic(1, &v, 4, Budget::default()),
+        Err(Error::DistanceTooLarge { .. })
+    ));
+}
