@@ -15,8 +15,8 @@
 //! makes a batch that is decided again after a crash (stored, not yet
 //! recorded by the caller) come out the same.
 
-use crate::simhash::Sketch;
-use crate::{Error, Op, Result, Store};
+use crate::simhash::{Sketch, Volatility};
+use crate::{Budget, Error, Op, Result, Store};
 
 /// A document to decide: its fingerprint, and with a similarity threshold
 /// its sketch (whose [`Sketch::fingerprint`] is then its fingerprint).
@@ -26,6 +26,9 @@ pub struct Candidate {
     pub fingerprint: u64,
     /// Its sketch: required when deciding by similarity, ignored otherwise.
     pub sketch: Option<Sketch>,
+    /// Its volatility, for probabilistic queries
+    /// ([`Deduper::probabilistic`]); without one the query is exact.
+    pub volatility: Option<Volatility>,
 }
 
 /// The earlier document a document is a near-duplicate of.
@@ -53,7 +56,7 @@ pub struct Earlier {
 /// let store = Store::create(dir.path(), &Options::new())?;
 /// let dedup = Deduper::new(&store, None, None)?;
 /// let docs = [0x0123_4567_89ab_cdef, 0x0123_4567_89ab_cdee, 0xfedc_ba98_7654_3210]
-///     .map(|fingerprint| Candidate { fingerprint, sketch: None });
+///     .map(|fingerprint| Candidate { fingerprint, sketch: None, volatility: None });
 /// let decided = dedup.decide(0, &docs)?;
 /// assert_eq!(decided[0], None); // new: stored with id 0
 /// assert_eq!(decided[1].as_ref().map(|e| (e.seq, e.distance)), Some((0, 1)));
@@ -66,6 +69,7 @@ pub struct Deduper<'s> {
     store: &'s Store,
     k: u32,
     similarity: Option<f64>,
+    probabilistic: Option<Budget>,
 }
 
 impl<'s> Deduper<'s> {
@@ -101,7 +105,18 @@ impl<'s> Deduper<'s> {
             store,
             k,
             similarity,
+            probabilistic: None,
         })
+    }
+
+    /// Finds candidates by probabilistic queries within `budget`
+    /// ([`Store::query_probabilistic`]) for the documents that come with
+    /// a volatility: on a one-table store, a near-duplicate whose header
+    /// differs in bits the search does not flip is missed (the document
+    /// is then taken as new).
+    pub fn probabilistic(mut self, budget: Budget) -> Self {
+        self.probabilistic = Some(budget);
+        self
     }
 
     /// The store decided against.
@@ -135,7 +150,7 @@ impl<'s> Deduper<'s> {
                     })?;
                     self.most_similar(j, seq, fp, sketch, &fresh)?
                 }
-                None => self.nearest(seq, fp, &fresh)?,
+                None => self.nearest(seq, fp, doc.volatility.as_ref(), &fresh)?,
             };
             match (self.similarity, doc.sketch) {
                 (Some(_), Some(sketch)) => {
@@ -167,10 +182,15 @@ impl<'s> Deduper<'s> {
         &self,
         seq: u64,
         fp: u64,
+        volatility: Option<&Volatility>,
         fresh: &[(u64, u64, Option<Sketch>)],
     ) -> Result<Option<Earlier>> {
         let mut best: Option<(u32, u64, u64)> = None;
-        for m in self.store.query(fp, self.k)? {
+        let stored = match (self.probabilistic, volatility) {
+            (Some(budget), Some(v)) => self.store.query_probabilistic(fp, v, self.k, budget)?,
+            _ => self.store.query(fp, self.k)?,
+        };
+        for m in stored {
             if let Some(&id) = m.ids.iter().find(|&&id| id < seq) {
                 let c = (m.distance, id, m.fingerprint);
                 best = Some(best.map_or(c, |b| b.min(c)));

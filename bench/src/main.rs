@@ -15,6 +15,7 @@ mod html;
 mod pend;
 mod quality;
 mod svg;
+mod volatility;
 
 use std::path::PathBuf;
 
@@ -33,6 +34,9 @@ struct Cli {
 enum Command {
     /// Measure ingest, space and query rates against in-run baselines.
     Run(bench::Config),
+    /// Fit the volatility model's flip scale on documents and measure the
+    /// recall of probabilistic queries on their near-duplicate pairs.
+    Volatility(volatility::Config),
     /// Time the library's batch query on an existing store over
     /// fingerprints read from a file (little-endian u64s).
     Batch(batch::Config),
@@ -92,6 +96,7 @@ fn dispatch(command: Command) -> Result<(), Failure> {
         Command::Run(config) => bench::run(&config, &mut out),
         Command::Grow(config) => grow::run(&config, &mut out),
         Command::Batch(config) => batch::run(&config, &mut out),
+        Command::Volatility(config) => volatility::run(&config, &mut out),
         Command::Quality {
             inputs,
             threshold,

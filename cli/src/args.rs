@@ -30,6 +30,14 @@ pub struct OpenArgs {
     pub merge_threshold: Option<u64>,
 }
 
+/// Parses a recall between 0 and 1.
+fn parse_recall(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(r) if (0.0..=1.0).contains(&r) => Ok(r),
+        _ => Err(format!("{s:?} is not a recall between 0 and 1")),
+    }
+}
+
 /// Parses `123`, `64K`, `512M`, `2G` or `1T` (powers of 1024).
 fn parse_bytes(text: &str) -> Result<u64, String> {
     let (digits, shift) = match text.char_indices().last() {
@@ -120,6 +128,22 @@ pub enum Command {
         /// at 100M on two cores).
         #[arg(long)]
         lazy: bool,
+        /// Probabilistic queries (Sood & Loguinov's PSM): read lines `FP
+        /// [VOLATILITY]` (as `hash --weights` prints them) and, on a
+        /// one-table store (`create --tables 1`), probe the query's header
+        /// and the headers of its likeliest bit flips only. Other stores
+        /// answer exactly. A line without a volatility takes every bit as
+        /// equally volatile.
+        #[arg(long, conflicts_with = "batch")]
+        probabilistic: bool,
+        /// With --probabilistic: the share of the flip probability to
+        /// cover (0 to 1; default 0.95).
+        #[arg(long, requires = "probabilistic", value_parser = parse_recall)]
+        recall: Option<f64>,
+        /// With --probabilistic: the most headers probed per query and
+        /// level (the query's own included).
+        #[arg(long, requires = "probabilistic", value_parser = clap::value_parser!(u64).range(1..))]
+        max_probes: Option<u64>,
         #[command(flatten)]
         open: OpenArgs,
     },
@@ -154,6 +178,12 @@ pub enum Command {
         /// as `dedup --similarity` computes them.
         #[arg(long)]
         sketch: bool,
+        /// Print `FP<TAB>VOLATILITY<TAB>name` instead: the probability of
+        /// each bit to differ in a near-duplicate (128 hex digits, byte j
+        /// for bit j: round(-8 log2 p)), what `query --probabilistic`
+        /// reads beside the fingerprint.
+        #[arg(long, conflicts_with = "sketch")]
+        weights: bool,
         #[command(flatten)]
         doc: DocArgs,
     },
@@ -185,6 +215,17 @@ pub enum Command {
         /// 1)), so features most documents share (templates) weigh little.
         #[arg(long, conflicts_with = "similarity", value_name = "N")]
         idf_sample: Option<usize>,
+        /// Find candidates by probabilistic queries (as `query
+        /// --probabilistic`, each document's volatility computed from its
+        /// weights). Matters on one-table stores (`create --tables 1`),
+        /// where a near-duplicate outside the search is missed; other
+        /// stores answer exactly.
+        #[arg(long, conflicts_with = "similarity")]
+        probabilistic: bool,
+        /// With --probabilistic: the share of the flip probability to
+        /// cover (0 to 1; default 0.95).
+        #[arg(long, requires = "probabilistic", value_parser = parse_recall)]
+        recall: Option<f64>,
         #[command(flatten)]
         doc: DocArgs,
     },

@@ -116,6 +116,8 @@ pub struct QueryMode {
     pub batch: bool,
     /// Answer before every block is in memory.
     pub lazy: bool,
+    /// Probabilistic queries (`FP [VOLATILITY]` lines) within this budget.
+    pub probabilistic: Option<simstore::Budget>,
 }
 
 /// `query`: answers the `FP` lines of standard input, one JSON line each.
@@ -136,6 +138,9 @@ pub fn query(dir: &Path, mode: &QueryMode, args: &OpenArgs) -> Result<(), Failur
     // Buffered: one write per run of answers, flushed whenever the next
     // input line is not already there.
     let mut out = io::BufWriter::with_capacity(1 << 16, io::stdout().lock());
+    if let Some(budget) = mode.probabilistic {
+        return stream::query_probabilistic(&store, io::stdin(), &mut out, k, mode.first, budget);
+    }
     stream::query(&store, io::stdin(), &mut out, k, mode.first, mode.batch)
 }
 

@@ -18,7 +18,7 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use simstore::dedup::{Candidate, Deduper};
-use simstore::simhash::{Fingerprinter, Idf, Sketch};
+use simstore::simhash::{Fingerprinter, Idf, Sketch, Volatility};
 use simstore::{Options, Store};
 
 use super::docs::{files, map_parallel, Document, Source};
@@ -113,6 +113,8 @@ pub struct Dedup<'a> {
     pub source: &'a Source,
     /// How to fingerprint them.
     pub fingerprinter: &'a Fingerprinter,
+    /// Find candidates by probabilistic queries within this budget.
+    pub probabilistic: Option<simstore::Budget>,
 }
 
 struct Counts {
@@ -125,7 +127,10 @@ impl Dedup<'_> {
     /// Processes every input; returns how many were skipped with warnings.
     pub fn run(&self, inputs: &[PathBuf], out: &mut impl Write) -> Result<usize, Failure> {
         let store = self.open_store(inputs)?;
-        let dedup = Deduper::new(&store, self.k, self.similarity)?;
+        let mut dedup = Deduper::new(&store, self.k, self.similarity)?;
+        if let Some(budget) = self.probabilistic {
+            dedup = dedup.probabilistic(budget);
+        }
         let mut log = Log::open(self.dir)?;
         let started = Instant::now();
         let mut counts = Counts {
@@ -279,7 +284,7 @@ impl Dedup<'_> {
         let mut names: Vec<String> = Vec::new();
         let mut candidates: Vec<Candidate> = Vec::new();
         for (doc, fp) in docs.into_iter().zip(fps) {
-            let (fingerprint, sketch) = match fp {
+            let candidate = match fp {
                 Ok(fp) => fp,
                 Err(e) => {
                     eprintln!("simstore: warning: {e}");
@@ -295,10 +300,7 @@ impl Dedup<'_> {
             } else {
                 lines.push(Line::Decided(names.len()));
                 names.push(doc.name);
-                candidates.push(Candidate {
-                    fingerprint,
-                    sketch,
-                });
+                candidates.push(candidate);
             }
         }
         let first_seq = log.names.len() as u64;
@@ -355,13 +357,17 @@ impl Dedup<'_> {
         &self,
         docs: &[Document],
         idf: Option<&Idf>,
-    ) -> Vec<Result<(u64, Option<Sketch>), String>> {
+    ) -> Vec<Result<Candidate, String>> {
         map_parallel(docs, |d| {
             let empty = || format!("{}: empty document (no words)", d.name);
             if self.similarity.is_some() {
                 let text = d.scanned_text()?;
                 let sketch = self.fingerprinter.sketch(&text).ok_or_else(empty)?;
-                Ok((sketch.fingerprint(), Some(sketch)))
+                Ok(Candidate {
+                    fingerprint: sketch.fingerprint(),
+                    sketch: Some(sketch),
+                    volatility: None,
+                })
             } else {
                 let text = d.text()?;
                 let s = match idf {
@@ -369,7 +375,14 @@ impl Dedup<'_> {
                     None => self.fingerprinter.fingerprint(&text),
                 }
                 .ok_or_else(empty)?;
-                Ok((s.fingerprint, None))
+                let volatility = self
+                    .probabilistic
+                    .map(|_| Volatility::from_weights(&s.weights));
+                Ok(Candidate {
+                    fingerprint: s.fingerprint,
+                    sketch: None,
+                    volatility,
+                })
             }
         })
     }

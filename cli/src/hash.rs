@@ -1,10 +1,11 @@
 //! `simstore hash`: prints `FP<TAB>name` for every document (with
-//! `--sketch`, `FP<TAB>SKETCH<TAB>name`).
+//! `--sketch`, `FP<TAB>SKETCH<TAB>name`; with `--weights`,
+//! `FP<TAB>VOLATILITY<TAB>name`).
 
 use std::io::Write;
 use std::path::PathBuf;
 
-use simstore::simhash::Fingerprinter;
+use simstore::simhash::{Fingerprinter, Volatility};
 
 use super::docs::{files, map_parallel, Document, Source};
 use super::stream::Failure;
@@ -12,13 +13,24 @@ use super::stream::Failure;
 /// Documents fingerprinted in parallel, then printed in order.
 const CHUNK: usize = 256;
 
+/// What `hash` prints between a document's fingerprint and its name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Extra {
+    /// Nothing.
+    None,
+    /// The similarity sketch (`--sketch`).
+    Sketch,
+    /// The per-bit volatility (`--weights`).
+    Volatility,
+}
+
 /// Fingerprints every document; documents that cannot be read or have no
 /// text get a warning on stderr. Returns how many were skipped.
 pub fn run(
     inputs: &[PathBuf],
     source: &Source,
     fp: &Fingerprinter,
-    sketch: bool,
+    extra: Extra,
     out: &mut impl Write,
 ) -> Result<usize, Failure> {
     let mut skipped = 0usize;
@@ -26,14 +38,18 @@ pub fn run(
     let mut chunk: Vec<Document> = Vec::with_capacity(CHUNK);
     let mut emit = |chunk: &mut Vec<Document>, skipped: &mut usize| {
         let results = map_parallel(chunk, |doc| {
-            let line = if sketch {
-                fp.sketch(&doc.scanned_text()?).map(|s| {
+            let line = match extra {
+                Extra::Sketch => fp.sketch(&doc.scanned_text()?).map(|s| {
                     let hex: String = s.to_bytes().iter().map(|b| format!("{b:02x}")).collect();
                     format!("{:016x}\t{hex}", s.fingerprint())
-                })
-            } else {
-                fp.fingerprint(&doc.text()?)
-                    .map(|s| format!("{:016x}", s.fingerprint))
+                }),
+                Extra::Volatility => fp.fingerprint(&doc.text()?).map(|s| {
+                    let v = Volatility::from_weights(&s.weights);
+                    format!("{:016x}\t{}", s.fingerprint, v.to_hex())
+                }),
+                Extra::None => fp
+                    .fingerprint(&doc.text()?)
+                    .map(|s| format!("{:016x}", s.fingerprint)),
             };
             line.ok_or_else(|| format!("{}: empty document (no words)", doc.name))
         });

@@ -111,6 +111,32 @@ fn parse_plain(line: &str, allow_id: bool) -> Option<(u64, Option<u64>)> {
     }
 }
 
+/// Parses `FP [VOLATILITY]` (a probabilistic query: the fingerprint and
+/// the 128 hex digits `hash --weights` prints); without a volatility every
+/// bit is taken as equally likely to flip (probability 1/64).
+/// `Ok(None)` for a blank line.
+pub fn parse_probabilistic(
+    line: &str,
+) -> Result<Option<(u64, simstore::simhash::Volatility)>, String> {
+    let mut fields = line.split_ascii_whitespace();
+    let Some(fp) = fields.next() else {
+        return Ok(None);
+    };
+    let fp = parse_fingerprint(fp)?;
+    let volatility = match fields.next() {
+        Some(v) => simstore::simhash::Volatility::from_hex(v)
+            .map_err(|e| format!("bad volatility {}: {e}", quoted(v)))?,
+        None => simstore::simhash::Volatility::uniform(1.0 / 64.0),
+    };
+    if let Some(extra) = fields.next() {
+        return Err(format!(
+            "unexpected field {} after the volatility",
+            quoted(extra)
+        ));
+    }
+    Ok(Some((fp, volatility)))
+}
+
 /// Parses `FP [ID]`; `Ok(None)` for a blank line.
 pub fn parse_record(line: &str, allow_id: bool) -> Result<Option<(u64, Option<u64>)>, String> {
     if let Some(record) = parse_plain(line, allow_id) {

@@ -118,6 +118,9 @@ fn dispatch(command: Command) -> Result<(), Failure> {
             first,
             batch,
             lazy,
+            probabilistic,
+            recall,
+            max_probes,
             open,
         } => {
             let mode = commands::QueryMode {
@@ -125,6 +128,10 @@ fn dispatch(command: Command) -> Result<(), Failure> {
                 first,
                 batch,
                 lazy,
+                probabilistic: probabilistic.then(|| simstore::Budget {
+                    recall: recall.unwrap_or(simstore::plan::vosh::DEFAULT_RECALL),
+                    max_probes: max_probes.map_or(usize::MAX, |n| n as usize),
+                }),
             };
             commands::query(&dir, &mode, &open)
         }
@@ -132,12 +139,21 @@ fn dispatch(command: Command) -> Result<(), Failure> {
         Command::Stats { dir, open } => commands::stats(&dir, &open),
         Command::Verify { dir, open } => commands::verify(&dir, &open),
         Command::Demo { size, queries } => demo::run(size, queries, &mut io::stdout().lock()),
-        Command::Hash { files, sketch, doc } => {
+        Command::Hash {
+            files,
+            sketch,
+            weights,
+            doc,
+        } => {
             let skipped = hash::run(
                 &files,
                 &doc.source(),
                 &doc.fingerprinter(),
-                sketch,
+                match (sketch, weights) {
+                    (true, _) => hash::Extra::Sketch,
+                    (_, true) => hash::Extra::Volatility,
+                    _ => hash::Extra::None,
+                },
                 &mut io::stdout().lock(),
             )?;
             match skipped {
@@ -151,6 +167,8 @@ fn dispatch(command: Command) -> Result<(), Failure> {
             max_distance,
             similarity,
             idf_sample,
+            probabilistic,
+            recall,
             doc,
         } => {
             let (source, fingerprinter) = (doc.source(), doc.fingerprinter());
@@ -161,6 +179,9 @@ fn dispatch(command: Command) -> Result<(), Failure> {
                 idf_sample,
                 source: &source,
                 fingerprinter: &fingerprinter,
+                probabilistic: probabilistic.then(|| {
+                    simstore::Budget::recall(recall.unwrap_or(simstore::plan::vosh::DEFAULT_RECALL))
+                }),
             };
             match run.run(&inputs, &mut io::stdout().lock())? {
                 0 => Ok(()),

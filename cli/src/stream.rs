@@ -346,6 +346,50 @@ pub fn query(
     result
 }
 
+/// `query --probabilistic`: answers `FP [VOLATILITY]` lines
+/// ([`parse_probabilistic`](crate::input::parse_probabilistic)) by
+/// [`Store::query_probabilistic_many`], a few at a time, one JSON line
+/// each, in order.
+pub fn query_probabilistic(
+    store: &Store,
+    input: impl Read + Send + 'static,
+    out: &mut impl Write,
+    k: u32,
+    first: bool,
+    budget: simstore::Budget,
+) -> Result<(), Failure> {
+    let mut line = String::new();
+    let mut waiting = Vec::with_capacity(ANSWER_GROUP);
+    let mut answer = |waiting: &mut Vec<(u64, simstore::simhash::Volatility)>,
+                      out: &mut dyn Write|
+     -> Result<(), Failure> {
+        let answers = store.query_probabilistic_many(waiting, k, budget, first)?;
+        for ((fp, _), matches) in waiting.iter().zip(&answers) {
+            write_answer(out, &mut line, *fp, matches)?;
+        }
+        waiting.clear();
+        Ok(())
+    };
+    let result = for_each_line(
+        input,
+        std::time::Duration::ZERO,
+        crate::input::parse_probabilistic,
+        |_, q, more| {
+            waiting.extend(q);
+            if waiting.len() == ANSWER_GROUP || !more {
+                answer(&mut waiting, out)?;
+            }
+            if !more {
+                out.flush()?;
+            }
+            Ok(())
+        },
+    );
+    answer(&mut waiting, out)?;
+    out.flush()?;
+    result
+}
+
 /// Answers and empties `waiting`. When the group fails (a corrupt
 /// block), its queries are answered one by one, so those before the one
 /// that fails are written, as without grouping, before the error.
@@ -390,7 +434,7 @@ fn answer(
 
 /// Writes one query's result line through the reused buffer `line`.
 fn write_answer(
-    out: &mut impl Write,
+    out: &mut (impl Write + ?Sized),
     line: &mut String,
     query: u64,
     matches: &[simstore::Match],

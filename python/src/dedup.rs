@@ -118,6 +118,7 @@ impl DedupSession {
                     Some(Candidate {
                         fingerprint: sketch.fingerprint(),
                         sketch: Some(sketch),
+                        volatility: None,
                     })
                 } else {
                     let text = visible(t, self.html);
@@ -128,6 +129,7 @@ impl DedupSession {
                     Some(Candidate {
                         fingerprint: s.fingerprint,
                         sketch: None,
+                        volatility: None,
                     })
                 }
             });

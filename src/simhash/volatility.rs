@@ -38,7 +38,7 @@
 /// `τ`: the standard deviation of a near-duplicate's change to a weight
 /// sum, in units of the sums' root mean square; fitted on real documents
 /// (see the module documentation).
-pub const FLIP_SCALE: f64 = 0.08;
+pub const FLIP_SCALE: f64 = 0.18;
 
 /// Quantization steps per halving of a probability.
 const STEPS_PER_BIT: f64 = 8.0;
