@@ -108,6 +108,36 @@ fn example_manifest_matches_the_document() {
 }
 
 #[test]
+fn example_one_table_manifest_matches_the_document() {
+    use simstore::format::manifest::Manifest;
+    let manifest = Manifest {
+        version: 5,
+        plan: simstore::plan::Plan::for_size(3, 10_000_000, Some(1)).unwrap(),
+        block_size: 1024,
+        expected_size: 10_000_000,
+        sketches: false,
+        idf: false,
+        levels: 6,
+    };
+    assert_eq!(manifest.plan.header_bits(), Some(23));
+    let bytes = manifest.encode();
+    let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+    assert_eq!(
+        bytes,
+        golden("<!-- golden-manifest-one-table -->"),
+        "encoder output: {hex}"
+    );
+    assert_eq!(Manifest::decode(&bytes).unwrap(), manifest);
+    // A header width out of range is refused, not read as a plan.
+    let mut bad = bytes.clone();
+    bad[23] = 64;
+    let crc = crc32fast::hash(&bad[..bad.len() - 4]);
+    let at = bad.len() - 4;
+    bad[at..].copy_from_slice(&crc.to_be_bytes());
+    assert!(Manifest::decode(&bad).is_err());
+}
+
+#[test]
 fn example_table_files_record_matches_the_document() {
     use simstore::format::records::{decode_table_files, encode_table_files};
     let doc = golden("<!-- golden-table-files -->");

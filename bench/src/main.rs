@@ -13,6 +13,7 @@ mod cold;
 mod grow;
 mod html;
 mod pend;
+mod psm;
 mod quality;
 mod svg;
 mod volatility;
@@ -34,6 +35,10 @@ struct Cli {
 enum Command {
     /// Measure ingest, space and query rates against in-run baselines.
     Run(bench::Config),
+    /// Probabilistic queries on a one-table store against the exact
+    /// tables, on the generative model of simhash weights: recall and rate
+    /// per budget, bytes.
+    Psm(psm::Config),
     /// Fit the volatility model's flip scale on documents and measure the
     /// recall of probabilistic queries on their near-duplicate pairs.
     Volatility(volatility::Config),
@@ -97,6 +102,7 @@ fn dispatch(command: Command) -> Result<(), Failure> {
         Command::Grow(config) => grow::run(&config, &mut out),
         Command::Batch(config) => batch::run(&config, &mut out),
         Command::Volatility(config) => volatility::run(&config, &mut out),
+        Command::Psm(config) => psm::run(&config, &mut out),
         Command::Quality {
             inputs,
             threshold,

@@ -132,11 +132,34 @@ class Store:
         """Some stored fingerprint within distance ``k``, the search stopping
         at the first found; ``None`` when there is none."""
     def query_many(
-        self, fingerprints: UInt64s, k: Optional[int] = None, first: bool = False
+        self,
+        fingerprints: UInt64s,
+        k: Optional[int] = None,
+        first: bool = False,
+        volatility: Optional[Union[npt.NDArray[np.uint8], bytes]] = None,
+        recall: float = 0.95,
+        max_probes: Optional[int] = None,
     ) -> QueryMatches:
         """Queries a whole array at once, without a Python object per
         match: four numpy arrays, one row per (query, match, id). With
-        ``first``, at most one matching fingerprint per query."""
+        ``first``, at most one matching fingerprint per query. With
+        ``volatility`` (64 bytes per fingerprint, a ``(n, 64)`` uint8
+        array), probabilistic queries as ``query_probabilistic``."""
+    def query_probabilistic(
+        self,
+        fingerprint: UInt64,
+        volatility: Union[bytes, str],
+        k: Optional[int] = None,
+        recall: float = 0.95,
+        max_probes: Optional[int] = None,
+        first: bool = False,
+    ) -> list[Match]:
+        """Probabilistic query (PSM) on a one-table store (``tables=1``): the
+        runs of the query's header and of its likeliest bit flips, until
+        ``recall`` of the flip probability or ``max_probes`` headers; every
+        answer is a true match, some may be missed. ``volatility``: 64 bytes
+        (``Fingerprinter.volatility``) or their 128 hex digits. Stores of
+        several tables answer exactly."""
     def ids(self, fingerprint: UInt64) -> list[int]:
         """The ids stored with ``fingerprint``, increasing."""
     def compact(self) -> dict[str, int]:
@@ -184,6 +207,10 @@ class Fingerprinter:
     def weights(self, text: str, html: bool = False) -> Optional[npt.NDArray[np.float64]]:
         """The 64 signed weight sums behind the bits (bit ``j`` is set when
         ``weights[j] > 0``); ``None`` when the text has no words."""
+    def volatility(self, text: str, html: bool = False) -> Optional[bytes]:
+        """Each bit's probability to differ in a near-duplicate, as 64 bytes
+        (byte ``j``: ``round(-8·log2 p_j)``), what probabilistic queries
+        take; ``None`` when the text has no words."""
     def fingerprint_many(
         self, texts: Sequence[str] | Iterable[str], html: bool = False
     ) -> npt.NDArray[np.uint64]:

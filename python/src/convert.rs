@@ -167,3 +167,44 @@ pub fn ids(values: &Bound<'_, PyAny>) -> PyResult<Vec<u64>> {
 pub fn is_int(value: &Bound<'_, PyAny>) -> bool {
     value.is_instance_of::<PyInt>()
 }
+
+/// A volatility (`hash --weights`): 64 bytes (any bytes-like object) or
+/// their 128 hexadecimal digits.
+pub fn volatility(value: &Bound<'_, PyAny>) -> PyResult<simstore::simhash::Volatility> {
+    let py = value.py();
+    if let Ok(text) = value.cast::<PyString>() {
+        return simstore::simhash::Volatility::from_hex(&text.to_cow()?)
+            .map_err(|e| invalid(py, format!("volatility: {e}")));
+    }
+    let bytes = volatilities(value, 1)?;
+    Ok(bytes[0])
+}
+
+/// `n` volatilities: a buffer of `n · 64` bytes (a `(n, 64)` uint8 array,
+/// `bytes`), row `i` the volatility of query `i`.
+pub fn volatilities(
+    value: &Bound<'_, PyAny>,
+    n: usize,
+) -> PyResult<Vec<simstore::simhash::Volatility>> {
+    let py = value.py();
+    let buffer = PyBuffer::<u8>::get(value).map_err(|_| {
+        invalid_type(
+            py,
+            "volatilities must be bytes or a uint8 array of 64 bytes per fingerprint",
+        )
+    })?;
+    let bytes = buffer.to_vec(py)?;
+    if bytes.len() != n * 64 {
+        return Err(invalid(
+            py,
+            format!(
+                "{} volatility bytes for {n} fingerprints: 64 each are needed",
+                bytes.len()
+            ),
+        ));
+    }
+    Ok(bytes
+        .chunks_exact(64)
+        .map(|c| simstore::simhash::Volatility::from_bytes(c.try_into().expect("64 bytes")))
+        .collect())
+}

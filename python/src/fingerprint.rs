@@ -125,6 +125,22 @@ impl PyFingerprinter {
         Some(s.weights.to_vec().into_pyarray(py))
     }
 
+    /// Each bit's probability to differ in a near-duplicate (what
+    /// `simstore hash --weights` prints), as 64 bytes, byte `j` for bit
+    /// `j` holding `round(-8·log2 p)`: what probabilistic queries take
+    /// beside the fingerprint. `None` when the document has no words.
+    #[pyo3(signature = (text, html=false))]
+    fn volatility<'py>(
+        &self,
+        py: Python<'py>,
+        text: PyBackedStr,
+        html: bool,
+    ) -> Option<Bound<'py, pyo3::types::PyBytes>> {
+        let s = py.detach(|| self.simhash(&text, html))?;
+        let v = simstore::simhash::Volatility::from_weights(&s.weights);
+        Some(pyo3::types::PyBytes::new(py, &v.to_bytes()))
+    }
+
     /// The fingerprints of many documents, computed on all cores without
     /// the GIL, as a uint64 array in input order. A document without words
     /// gets 0 (the simhash of nothing); `fingerprint()` tells them apart.

@@ -114,6 +114,31 @@ fn options(
     Ok(o)
 }
 
+/// A probabilistic budget from Python arguments.
+fn budget(
+    py: Python<'_>,
+    recall: f64,
+    max_probes: Option<&Bound<'_, PyAny>>,
+) -> PyResult<simstore::Budget> {
+    if !(0.0..=1.0).contains(&recall) {
+        return Err(invalid(
+            py,
+            format!("recall {recall} is not between 0 and 1"),
+        ));
+    }
+    let max_probes = match max_probes {
+        Some(n) => {
+            let n = convert::uint64(n, "max_probes")?;
+            if n == 0 {
+                return Err(invalid(py, "max_probes must be at least 1"));
+            }
+            usize::try_from(n).unwrap_or(usize::MAX)
+        }
+        None => usize::MAX,
+    };
+    Ok(simstore::Budget { recall, max_probes })
+}
+
 /// How a store is opened.
 #[derive(Clone, Copy)]
 enum Mode {
@@ -439,13 +464,20 @@ impl PyStore {
     /// Queries a whole array at once; returns `QueryMatches(query,
     /// fingerprint, distance, id)`, four numpy arrays with one row per
     /// (match, id).
-    #[pyo3(signature = (fingerprints, k=None, first=false))]
+    /// With `volatility` (a `(n, 64)` uint8 array, as
+    /// `Fingerprinter.volatility` gives per document), probabilistic
+    /// queries within `recall` and `max_probes`, as `query_probabilistic`.
+    #[pyo3(signature = (fingerprints, k=None, first=false, volatility=None, recall=0.95, max_probes=None))]
+    #[allow(clippy::too_many_arguments)]
     fn query_many<'py>(
         &self,
         py: Python<'py>,
         fingerprints: &Bound<'py, PyAny>,
         k: Option<&Bound<'py, PyAny>>,
         first: bool,
+        volatility: Option<&Bound<'py, PyAny>>,
+        recall: f64,
+        max_probes: Option<&Bound<'py, PyAny>>,
     ) -> PyResult<Bound<'py, PyAny>> {
         if convert::is_int(fingerprints) {
             return Err(errors::invalid_type(
@@ -455,8 +487,18 @@ impl PyStore {
         }
         let fps = convert::uint64s(fingerprints, "fingerprints")?;
         let k = self.distance(py, k)?;
+        let probabilistic = match volatility {
+            Some(v) => Some((
+                convert::volatilities(v, fps.len())?,
+                budget(py, recall, max_probes)?,
+            )),
+            None => None,
+        };
         let columns = self.with(py, move |s| {
-            let answers: Vec<Vec<simstore::Match>> = if first {
+            let answers: Vec<Vec<simstore::Match>> = if let Some((v, budget)) = probabilistic {
+                let queries: Vec<_> = fps.iter().copied().zip(v).collect();
+                s.query_probabilistic_many(&queries, k, budget, first)?
+            } else if first {
                 s.query_first_many(&fps, k)?
                     .into_iter()
                     .map(|m| m.into_iter().collect())
@@ -477,6 +519,37 @@ impl PyStore {
             columns.distance.into_pyarray(py),
             columns.id.into_pyarray(py),
         ))
+    }
+
+    /// Probabilistic query (Sood & Loguinov's PSM) on a one-table store:
+    /// the runs of the query's header and of its likeliest flips, until
+    /// `recall` of the flip probability or `max_probes`; every answer is a
+    /// true match. Other stores answer exactly.
+    #[pyo3(signature = (fingerprint, volatility, k=None, recall=0.95, max_probes=None, first=false))]
+    #[allow(clippy::too_many_arguments)]
+    fn query_probabilistic(
+        &self,
+        py: Python<'_>,
+        fingerprint: &Bound<'_, PyAny>,
+        volatility: &Bound<'_, PyAny>,
+        k: Option<&Bound<'_, PyAny>>,
+        recall: f64,
+        max_probes: Option<&Bound<'_, PyAny>>,
+        first: bool,
+    ) -> PyResult<Vec<PyMatch>> {
+        let fp = convert::uint64(fingerprint, "fingerprint")?;
+        let v = convert::volatility(volatility)?;
+        let k = self.distance(py, k)?;
+        let budget = budget(py, recall, max_probes)?;
+        let mut found = self.with(py, |s| {
+            s.query_probabilistic_many(&[(fp, v)], k, budget, first)
+        })?;
+        Ok(found
+            .pop()
+            .unwrap_or_default()
+            .into_iter()
+            .map(PyMatch::from)
+            .collect())
     }
 
     /// The ids stored with `fingerprint`, increasing.

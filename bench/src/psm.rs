@@ -1,0 +1,255 @@
+//! `simstore-bench psm`: probabilistic simhash matching on a one-table
+//! store against the exact permuted tables, on the generative model of
+//! simhash weights.
+//!
+//! The model: a stored document's 64 weight sums are independent standard
+//! normal deviates, its fingerprint their signs; a near-duplicate's sums
+//! are the same plus normal noise of standard deviation `--noise`
+//! (default the volatility model's [`FLIP_SCALE`]), and its volatility is
+//! computed from its own sums, as a crawler computes it from the page it
+//! fetched. Half the queries are near-duplicates of stored documents,
+//! half new documents. Every stored document carries its index as id.
+//!
+//! Both stores hold the same pairs in memory; one query thread. For each
+//! budget (recall target) the run reports the probabilistic queries' rate
+//! and their recall relative to the exact answer (matches found over true
+//! matches within `k`), for all matches and first match, beside the exact
+//! queries of the default plan and of the one-table store (every header
+//! flip), and both stores' bytes.
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::time::Instant;
+
+use simstore::simhash::{Volatility, FLIP_SCALE};
+use simstore::{Budget, Match, Options, Store};
+use simstore_cli::rng::Rng;
+use simstore_cli::Failure;
+
+use crate::svg::{line_chart, Series};
+
+/// What to measure.
+#[derive(clap::Args)]
+pub struct Config {
+    /// Stored documents.
+    #[arg(long, default_value_t = 1_000_000)]
+    pub size: u64,
+    /// Queries.
+    #[arg(long, default_value_t = 100_000)]
+    pub queries: usize,
+    /// Query distance.
+    #[arg(long, default_value_t = 3)]
+    pub k: u32,
+    /// Standard deviation of a near-duplicate's change to each weight sum
+    /// (the sums' own being 1).
+    #[arg(long, default_value_t = FLIP_SCALE)]
+    pub noise: f64,
+    /// Recall targets to run, comma separated.
+    #[arg(long, value_delimiter = ',', default_value = "0.5,0.8,0.9,0.95,0.99")]
+    pub budgets: Vec<f64>,
+    /// Skip the exact four-table store (for sizes it does not fit).
+    #[arg(long)]
+    pub one_table_only: bool,
+    /// Directory for the stores (default: a temporary one).
+    #[arg(long)]
+    pub dir: Option<PathBuf>,
+    /// Write the recall and rate series as CSV here.
+    #[arg(long)]
+    pub csv: Option<PathBuf>,
+    /// Draw recall and rate against the budget as an SVG chart here.
+    #[arg(long)]
+    pub svg: Option<PathBuf>,
+}
+
+/// A standard normal deviate (Box-Muller).
+fn gauss(rng: &mut Rng) -> f64 {
+    let u = (rng.next_u64() >> 11) as f64 / (1u64 << 53) as f64;
+    let v = (rng.next_u64() >> 11) as f64 / (1u64 << 53) as f64;
+    (-2.0 * (1.0 - u).ln()).sqrt() * (2.0 * std::f64::consts::PI * v).cos()
+}
+
+/// Stored document `i`'s weight sums (regenerated on demand).
+fn document(i: u64) -> [f64; 64] {
+    let mut rng = Rng(i.wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ 0x5eed);
+    std::array::from_fn(|_| gauss(&mut rng))
+}
+
+fn signs(w: &[f64; 64]) -> u64 {
+    (0..64).fold(0u64, |fp, j| if w[j] > 0.0 { fp | 1 << j } else { fp })
+}
+
+/// One measured row.
+struct Row {
+    what: String,
+    budget: f64,
+    rate: f64,
+    recall: f64,
+}
+
+fn found(answers: &[Vec<Match>]) -> usize {
+    answers.iter().map(Vec::len).sum()
+}
+
+/// Runs the comparison; prints a Markdown table.
+pub fn run(config: &Config, out: &mut impl Write) -> Result<(), Failure> {
+    let tmp = tempfile::tempdir()?;
+    let base = config
+        .dir
+        .clone()
+        .unwrap_or_else(|| tmp.path().to_path_buf());
+    let n = config.size;
+    let k = config.k;
+    let started = Instant::now();
+    let pairs: Vec<(u64, u64)> = (0..n).map(|i| (signs(&document(i)), i)).collect();
+    let generated = started.elapsed().as_secs_f64();
+    let mut rng = Rng(7);
+    let queries: Vec<(u64, Volatility)> = (0..config.queries)
+        .map(|q| {
+            let w: [f64; 64] = if q % 2 == 0 {
+                let d = document(rng.below(n));
+                std::array::from_fn(|j| d[j] + config.noise * gauss(&mut rng))
+            } else {
+                std::array::from_fn(|_| gauss(&mut rng))
+            };
+            (signs(&w), Volatility::from_weights(&w))
+        })
+        .collect();
+    let fps: Vec<u64> = queries.iter().map(|q| q.0).collect();
+    let options = Options::new().expected_size(n).query_threads(1);
+    let build = |name: &str, options: &Options| -> Result<(Store, f64, u64), Failure> {
+        let path = base.join(name);
+        let _ = std::fs::remove_dir_all(&path);
+        let t = Instant::now();
+        let store = Store::create(&path, options)?;
+        store.insert_many(&pairs)?;
+        let secs = t.elapsed().as_secs_f64();
+        store.wait_warm();
+        let bytes = store.stats().table_bytes;
+        Ok((store, secs, bytes))
+    };
+    let mut rows: Vec<Row> = Vec::new();
+    let rate = |secs: f64| config.queries as f64 / secs;
+    let (one, one_build, one_bytes) = build("one", &options.clone().tables(1))?;
+    let header = one.plan().header_bits().unwrap_or(0);
+    // The exact answers, from the one-table store's exhaustive search.
+    let t = Instant::now();
+    let exact = one.query_probabilistic_many(&queries, k, Budget::EXHAUSTIVE, false)?;
+    let exhaustive_secs = t.elapsed().as_secs_f64();
+    let truth = found(&exact);
+    let with_match = exact.iter().filter(|a| !a.is_empty()).count();
+    let mut four_bytes = 0;
+    let mut four_build = 0.0;
+    if !config.one_table_only {
+        let (four, secs, bytes) = build("four", &options)?;
+        (four_build, four_bytes) = (secs, bytes);
+        let t = Instant::now();
+        let all = four.query_many(&fps, k)?;
+        let all_secs = t.elapsed().as_secs_f64();
+        let t = Instant::now();
+        let firsts = four.query_first_many(&fps, k)?;
+        let first_secs = t.elapsed().as_secs_f64();
+        if found(&all) != truth {
+            return Err(Failure::Store(simstore::Error::InvalidArgument(format!(
+                "the stores disagree: {} exact matches in four tables, {truth} in one",
+                found(&all)
+            ))));
+        }
+        let tables = four.plan().tables().len();
+        rows.push(Row {
+            what: format!("exact, {tables} tables, all matches"),
+            budget: 1.0,
+            rate: rate(all_secs),
+            recall: 1.0,
+        });
+        rows.push(Row {
+            what: format!("exact, {tables} tables, first match"),
+            budget: 1.0,
+            rate: rate(first_secs),
+            recall: firsts.iter().filter(|f| f.is_some()).count() as f64 / with_match.max(1) as f64,
+        });
+        four.close()?;
+    }
+    rows.push(Row {
+        what: "one table, exhaustive (exact)".into(),
+        budget: 1.0,
+        rate: rate(exhaustive_secs),
+        recall: 1.0,
+    });
+    for &target in &config.budgets {
+        let budget = Budget::recall(target);
+        let t = Instant::now();
+        let all = one.query_probabilistic_many(&queries, k, budget, false)?;
+        let secs = t.elapsed().as_secs_f64();
+        rows.push(Row {
+            what: format!("one table, PSM all matches, budget {target}"),
+            budget: target,
+            rate: rate(secs),
+            recall: found(&all) as f64 / truth.max(1) as f64,
+        });
+        let t = Instant::now();
+        let firsts = one.query_probabilistic_many(&queries, k, budget, true)?;
+        let secs = t.elapsed().as_secs_f64();
+        rows.push(Row {
+            what: format!("one table, PSM first match, budget {target}"),
+            budget: target,
+            rate: rate(secs),
+            recall: firsts.iter().filter(|f| !f.is_empty()).count() as f64
+                / with_match.max(1) as f64,
+        });
+    }
+    one.close()?;
+    let entropy_bits = 64.0 - (n as f64).log2() + std::f64::consts::LOG2_E;
+    writeln!(
+        out,
+        "{n} documents of the generative model (noise {}), {} queries (half near-duplicates), k = {k}, one query thread; {truth} true matches, {with_match} queries with one; generated in {generated:.1} s",
+        config.noise, config.queries
+    )?;
+    writeln!(
+        out,
+        "one table: header {header} bits, {:.2} bits per fingerprint ({:.2}x the entropy bound {entropy_bits:.2}), bulk load {one_build:.1} s",
+        one_bytes as f64 * 8.0 / n as f64,
+        one_bytes as f64 * 8.0 / n as f64 / entropy_bits
+    )?;
+    if !config.one_table_only {
+        writeln!(
+            out,
+            "default plan: {:.2} bits per fingerprint ({:.2}x one table's bytes), bulk load {four_build:.1} s",
+            four_bytes as f64 * 8.0 / n as f64,
+            four_bytes as f64 / one_bytes.max(1) as f64
+        )?;
+    }
+    writeln!(out, "\n| query | queries/s | recall |")?;
+    writeln!(out, "|---|---|---|")?;
+    for r in &rows {
+        writeln!(out, "| {} | {:.0} | {:.3} |", r.what, r.rate, r.recall)?;
+    }
+    let psm: Vec<&Row> = rows.iter().filter(|r| r.what.contains("PSM all")).collect();
+    if let Some(path) = &config.csv {
+        let mut csv = String::from("query,budget,queries_per_second,recall\n");
+        for r in &rows {
+            csv.push_str(&format!(
+                "{},{},{:.0},{:.4}\n",
+                r.what, r.budget, r.rate, r.recall
+            ));
+        }
+        std::fs::write(path, csv)?;
+    }
+    if let Some(path) = &config.svg {
+        let chart = line_chart(
+            &format!("PSM on one table of {n} (generative model, k = {k}, one thread)"),
+            "budget: share of the flip probability covered",
+            &Series {
+                name: "recall (relative to exact)",
+                color: "#1f77b4",
+                points: psm.iter().map(|r| (r.budget, r.recall)).collect(),
+            },
+            &Series {
+                name: "all-matches queries/s",
+                color: "darkred",
+                points: psm.iter().map(|r| (r.budget, r.rate)).collect(),
+            },
+        );
+        std::fs::write(path, chart)?;
+    }
+    Ok(())
+}
