@@ -84,6 +84,8 @@ struct Row {
     budget: f64,
     rate: f64,
     recall: f64,
+    /// Headers probed per query and level (VOSH's flip sets).
+    probes: f64,
 }
 
 fn found(answers: &[Vec<Match>]) -> usize {
@@ -160,12 +162,14 @@ pub fn run(config: &Config, out: &mut impl Write) -> Result<(), Failure> {
             budget: 1.0,
             rate: rate(all_secs),
             recall: 1.0,
+            probes: tables as f64,
         });
         rows.push(Row {
             what: format!("exact, {tables} tables, first match"),
             budget: 1.0,
             rate: rate(first_secs),
             recall: firsts.iter().filter(|f| f.is_some()).count() as f64 / with_match.max(1) as f64,
+            probes: tables as f64,
         });
         four.close()?;
     }
@@ -174,9 +178,19 @@ pub fn run(config: &Config, out: &mut impl Write) -> Result<(), Failure> {
         budget: 1.0,
         rate: rate(exhaustive_secs),
         recall: 1.0,
+        probes: simstore::plan::vosh::exact_count(header, k.min(8) as u8) as f64,
     });
+    let bits: Vec<u8> = (64 - header..64).collect();
     for &target in &config.budgets {
         let budget = Budget::recall(target);
+        let probes = queries
+            .iter()
+            .map(|(_, v)| {
+                simstore::plan::vosh::flips(&bits, |b| v.probability(b), k.min(8) as u8, budget)
+                    .len()
+            })
+            .sum::<usize>() as f64
+            / config.queries.max(1) as f64;
         let t = Instant::now();
         let all = one.query_probabilistic_many(&queries, k, budget, false)?;
         let secs = t.elapsed().as_secs_f64();
@@ -185,6 +199,7 @@ pub fn run(config: &Config, out: &mut impl Write) -> Result<(), Failure> {
             budget: target,
             rate: rate(secs),
             recall: found(&all) as f64 / truth.max(1) as f64,
+            probes,
         });
         let t = Instant::now();
         let firsts = one.query_probabilistic_many(&queries, k, budget, true)?;
@@ -195,6 +210,7 @@ pub fn run(config: &Config, out: &mut impl Write) -> Result<(), Failure> {
             rate: rate(secs),
             recall: firsts.iter().filter(|f| !f.is_empty()).count() as f64
                 / with_match.max(1) as f64,
+            probes,
         });
     }
     one.close()?;
@@ -218,18 +234,25 @@ pub fn run(config: &Config, out: &mut impl Write) -> Result<(), Failure> {
             four_bytes as f64 / one_bytes.max(1) as f64
         )?;
     }
-    writeln!(out, "\n| query | queries/s | recall |")?;
-    writeln!(out, "|---|---|---|")?;
+    writeln!(
+        out,
+        "\n| query | queries/s | recall | headers probed per query |"
+    )?;
+    writeln!(out, "|---|---|---|---|")?;
     for r in &rows {
-        writeln!(out, "| {} | {:.0} | {:.3} |", r.what, r.rate, r.recall)?;
+        writeln!(
+            out,
+            "| {} | {:.0} | {:.3} | {:.1} |",
+            r.what, r.rate, r.recall, r.probes
+        )?;
     }
     let psm: Vec<&Row> = rows.iter().filter(|r| r.what.contains("PSM all")).collect();
     if let Some(path) = &config.csv {
-        let mut csv = String::from("query,budget,queries_per_second,recall\n");
+        let mut csv = String::from("query,budget,queries_per_second,recall,probes\n");
         for r in &rows {
             csv.push_str(&format!(
-                "{},{},{:.0},{:.4}\n",
-                r.what, r.budget, r.rate, r.recall
+                "\"{}\",{},{:.0},{:.4},{:.1}\n",
+                r.what, r.budget, r.rate, r.recall, r.probes
             ));
         }
         std::fs::write(path, csv)?;

@@ -79,10 +79,10 @@ impl Budget {
 }
 
 /// A set of header positions (indexes into the bits sorted by
-/// probability) with its log-probability, as the heap orders them.
+/// probability) with its odds product, as the heap orders them.
 #[derive(Debug, Clone, Copy)]
 struct Node {
-    score: f64,
+    odds: f64,
     len: u8,
     at: [u8; 8],
 }
@@ -105,12 +105,16 @@ impl Ord for Node {
     fn cmp(&self, other: &Self) -> Ordering {
         // Likelier first; ties by smaller sets, then by positions, so the
         // order is deterministic.
-        self.score
-            .total_cmp(&other.score)
+        self.odds
+            .total_cmp(&other.odds)
             .then_with(|| other.len.cmp(&self.len))
             .then_with(|| other.at.cmp(&self.at))
     }
 }
+
+/// The smallest odds a bit is given, so that products of up to 8 of them
+/// stay normal numbers and comparable.
+const MIN_ODDS: f64 = 1e-30;
 
 /// The flip masks to probe for a query whose header is the bits
 /// `header` (bit numbers, any order), each bit `j` flipping with
@@ -123,21 +127,22 @@ pub fn flips(header: &[u8], p: impl Fn(u8) -> f64, k: u8, stop: Budget) -> Vec<u
         .map(|&b| {
             let p = p(b);
             let p = if p.is_nan() { 0.0 } else { p.clamp(0.0, 0.5) };
-            (b, (p / (1.0 - p)).max(1e-300))
+            (b, (p / (1.0 - p)).max(MIN_ODDS))
         })
         .collect();
     bits.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
     let odds: Vec<f64> = bits.iter().map(|b| b.1).collect();
-    let logs: Vec<f64> = odds.iter().map(|o| o.ln()).collect();
     // e[h]: the sum over sets of h bits of their odds products.
-    let mut e = vec![0f64; k + 1];
+    let mut e = [0f64; 9];
     e[0] = 1.0;
     for &o in &odds {
         for h in (1..=k).rev() {
             e[h] += e[h - 1] * o;
         }
     }
-    let total: f64 = e.iter().sum();
+    let total: f64 = e[..=k].iter().sum();
+    let goal = stop.recall * total;
+    let exhaustive = stop.recall >= 1.0;
     let mask = |n: &Node| {
         n.at[..usize::from(n.len)]
             .iter()
@@ -145,29 +150,29 @@ pub fn flips(header: &[u8], p: impl Fn(u8) -> f64, k: u8, stop: Budget) -> Vec<u
     };
     let mut out = vec![0u64];
     let mut covered = 1.0;
-    let mut heap = BinaryHeap::new();
+    let mut heap = BinaryHeap::with_capacity(2 * k + 16);
     for h in 1..=k {
         let mut at = [0u8; 8];
         for (i, a) in at.iter_mut().enumerate().take(h) {
             *a = i as u8;
         }
         heap.push(Node {
-            score: logs[..h].iter().sum(),
+            odds: odds[..h].iter().product(),
             len: h as u8,
             at,
         });
     }
     let n = bits.len();
-    while out.len() < stop.max_probes && (stop.recall >= 1.0 || covered < stop.recall * total) {
+    while out.len() < stop.max_probes && (exhaustive || covered < goal) {
         let Some(node) = heap.pop() else { break };
         out.push(mask(&node));
-        covered += node.score.exp();
+        covered += node.odds;
         let h = usize::from(node.len);
         let last = usize::from(node.at[h - 1]);
         if last + 1 < n {
             let mut child = node;
             child.at[h - 1] += 1;
-            child.score += logs[last + 1] - logs[last];
+            child.odds = node.odds / odds[last] * odds[last + 1];
             heap.push(child);
         }
         for j in (0..h - 1).rev() {
@@ -177,7 +182,7 @@ pub fn flips(header: &[u8], p: impl Fn(u8) -> f64, k: u8, stop: Budget) -> Vec<u
                     let i = usize::from(node.at[j]);
                     let mut child = node;
                     child.at[j] += 1;
-                    child.score += logs[i + 1] - logs[i];
+                    child.odds = node.odds / odds[i] * odds[i + 1];
                     heap.push(child);
                 }
                 break;

@@ -106,7 +106,10 @@ impl Volatility {
 
     /// The quantized probability of bit `bit` (0 = least significant).
     pub fn probability(&self, bit: u8) -> f64 {
-        (-f64::from(self.0[usize::from(bit & 63)]) / STEPS_PER_BIT).exp2()
+        static LEVELS: std::sync::LazyLock<[f64; 256]> = std::sync::LazyLock::new(|| {
+            std::array::from_fn(|q| (-(q as f64) / STEPS_PER_BIT).exp2())
+        });
+        LEVELS[usize::from(self.0[usize::from(bit & 63)])]
     }
 
     /// The 64 bits from the most to the least volatile (ties by bit
