@@ -35,12 +35,14 @@ fn levels_held(store: &Store) -> usize {
 }
 
 fn grown(data: &[u64], block_size: usize, seed: u64) {
+    grown_with(data, Options::new().block_size(block_size), seed);
+}
+
+/// [`grown`] from `options` (merges of 40, manual compaction added).
+fn grown_with(data: &[u64], options: Options, seed: u64) {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("s");
-    let options = Options::new()
-        .block_size(block_size)
-        .merge_threshold(40)
-        .manual_compaction(true);
+    let options = options.merge_threshold(40).manual_compaction(true);
     let store = Store::create(&path, &options).unwrap();
     let mut rng = Rng(seed);
     let mut model = Model::default();
@@ -169,6 +171,15 @@ fn random_data_grown_through_levels() {
 #[test]
 fn clustered_data_grown_through_levels() {
     grown(&clustered(5000, &mut Rng(3)), 64, 8);
+}
+
+/// One-table stores (header flips) through the same growth, merges and
+/// deletions.
+#[test]
+fn one_table_stores_grown_through_levels() {
+    let one = Options::new().tables(1);
+    grown_with(&random(4000, &mut Rng(4001)), one.clone().block_size(48), 7);
+    grown_with(&clustered(5000, &mut Rng(3)), one.block_size(64), 8);
 }
 
 /// Stats report each level and the bytes merges wrote; the background
