@@ -139,3 +139,40 @@ fn bad_budgets_and_distances_are_refused() {
         Err(Error::DistanceTooLarge { .. })
     ));
 }
+
+#[test]
+fn large_batches_split_over_threads_answer_the_same() {
+    let (stored, queries) = generative(20_000, 6000, 3);
+    let dir = tempfile::tempdir().unwrap();
+    let options = Options::new()
+        .tables(1)
+        .expected_size(20_000)
+        .query_threads(2);
+    let store = Store::create(dir.path().join("s"), &options).unwrap();
+    let pairs: Vec<(u64, u64)> = stored
+        .iter()
+        .enumerate()
+        .map(|(i, &f)| (f, i as u64))
+        .collect();
+    store.insert_many(&pairs).unwrap();
+    for first in [false, true] {
+        let many = store
+            .query_probabilistic_many(&queries, 3, Budget::default(), first)
+            .unwrap();
+        assert_eq!(many.len(), queries.len());
+        for (i, &(q, v)) in queries.iter().enumerate().step_by(7) {
+            let one = if first {
+                store
+                    .query_first_probabilistic(q, &v, 3, Budget::default())
+                    .unwrap()
+                    .into_iter()
+                    .collect()
+            } else {
+                store
+                    .query_probabilistic(q, &v, 3, Budget::default())
+                    .unwrap()
+            };
+            assert_eq!(shape(&many[i]), shape(&one), "query {i} first={first}");
+        }
+    }
+}

@@ -457,6 +457,40 @@ pub(crate) fn query_probabilistic(
         let fps: Vec<u64> = queries.iter().map(|q| q.0).collect();
         return query_many(shared, &fps, k, first);
     };
+    // Large batches are split over the query threads, as `query_many`'s.
+    let threads = if queries.len() >= PROBABILISTIC_PARALLEL_MIN {
+        shared.query_threads.max(1)
+    } else {
+        1
+    };
+    if threads > 1 {
+        let parts = super::parallel::map_shares(queries, threads, |part| {
+            probabilistic_in_turn(shared, part, probe, header, k, budget, first)
+        });
+        let mut results = Vec::with_capacity(queries.len());
+        for part in parts {
+            results.extend(part?);
+        }
+        return Ok(results);
+    }
+    probabilistic_in_turn(shared, queries, probe, header, k, budget, first)
+}
+
+/// Batches of at least this many probabilistic queries are spread over
+/// the query threads.
+const PROBABILISTIC_PARALLEL_MIN: usize = 4096;
+
+/// [`query_probabilistic`] of `queries` on this thread, [`GROUP`] at a
+/// time under one read lock.
+fn probabilistic_in_turn(
+    shared: &Shared,
+    queries: &[(u64, crate::simhash::Volatility)],
+    probe: &[usize],
+    header: u8,
+    k: u32,
+    budget: vosh::Budget,
+    first: bool,
+) -> Result<Vec<Vec<Match>>> {
     let bits: Vec<u8> = (64 - header..64).collect();
     let mut results = Vec::with_capacity(queries.len());
     for group in queries.chunks(GROUP) {
