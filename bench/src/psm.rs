@@ -47,6 +47,10 @@ pub struct Config {
     /// Recall targets to run, comma separated.
     #[arg(long, value_delimiter = ',', default_value = "0.5,0.8,0.9,0.95,0.99")]
     pub budgets: Vec<f64>,
+    /// Probe budgets to run besides (headers probed per query and level,
+    /// the query's own included), comma separated.
+    #[arg(long, value_delimiter = ',')]
+    pub probes: Vec<usize>,
     /// Skip the exact four-table store (for sizes it does not fit).
     #[arg(long)]
     pub one_table_only: bool,
@@ -117,7 +121,10 @@ pub fn run(config: &Config, out: &mut impl Write) -> Result<(), Failure> {
         })
         .collect();
     let fps: Vec<u64> = queries.iter().map(|q| q.0).collect();
-    let options = Options::new().expected_size(n).query_threads(1);
+    let options = Options::new()
+        .expected_size(n)
+        .max_distance(k)
+        .query_threads(1);
     let build = |name: &str, options: &Options| -> Result<(Store, f64, u64), Failure> {
         let path = base.join(name);
         let _ = std::fs::remove_dir_all(&path);
@@ -181,8 +188,17 @@ pub fn run(config: &Config, out: &mut impl Write) -> Result<(), Failure> {
         probes: simstore::plan::vosh::exact_count(header, k.min(8) as u8) as f64,
     });
     let bits: Vec<u8> = (64 - header..64).collect();
-    for &target in &config.budgets {
-        let budget = Budget::recall(target);
+    let budgets = config
+        .budgets
+        .iter()
+        .map(|&r| (format!("budget {r}"), r, Budget::recall(r)))
+        .chain(
+            config
+                .probes
+                .iter()
+                .map(|&n| (format!("{n} probes"), f64::NAN, Budget::probes(n.max(1)))),
+        );
+    for (name, target, budget) in budgets {
         let probes = queries
             .iter()
             .map(|(_, v)| {
@@ -195,7 +211,7 @@ pub fn run(config: &Config, out: &mut impl Write) -> Result<(), Failure> {
         let all = one.query_probabilistic_many(&queries, k, budget, false)?;
         let secs = t.elapsed().as_secs_f64();
         rows.push(Row {
-            what: format!("one table, PSM all matches, budget {target}"),
+            what: format!("one table, PSM all matches, {name}"),
             budget: target,
             rate: rate(secs),
             recall: found(&all) as f64 / truth.max(1) as f64,
@@ -205,7 +221,7 @@ pub fn run(config: &Config, out: &mut impl Write) -> Result<(), Failure> {
         let firsts = one.query_probabilistic_many(&queries, k, budget, true)?;
         let secs = t.elapsed().as_secs_f64();
         rows.push(Row {
-            what: format!("one table, PSM first match, budget {target}"),
+            what: format!("one table, PSM first match, {name}"),
             budget: target,
             rate: rate(secs),
             recall: firsts.iter().filter(|f| !f.is_empty()).count() as f64
@@ -246,7 +262,10 @@ pub fn run(config: &Config, out: &mut impl Write) -> Result<(), Failure> {
             r.what, r.rate, r.recall, r.probes
         )?;
     }
-    let psm: Vec<&Row> = rows.iter().filter(|r| r.what.contains("PSM all")).collect();
+    let psm: Vec<&Row> = rows
+        .iter()
+        .filter(|r| r.what.contains("PSM all") && !r.budget.is_nan())
+        .collect();
     if let Some(path) = &config.csv {
         let mut csv = String::from("query,budget,queries_per_second,recall,probes\n");
         for r in &rows {

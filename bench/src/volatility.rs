@@ -90,7 +90,9 @@ pub fn run(config: &Config, out: &mut impl Write) -> Result<(), Failure> {
     let dir = tempfile::tempdir()?;
     let store = Store::create(
         dir.path().join("s"),
-        &Options::new().expected_size(n as u64),
+        &Options::new()
+            .expected_size(n as u64)
+            .max_distance(config.k.max(1)),
     )?;
     let pairs: Vec<(u64, u64)> = sims
         .iter()
