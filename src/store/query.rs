@@ -138,15 +138,16 @@ pub(super) fn exact_flips(header: u8, k: u32) -> Vec<u64> {
     vosh::flips(&bits, |_| 0.25, k.min(8) as u8, vosh::Budget::EXHAUSTIVE)
 }
 
-/// Probes a one-table store issues at once for one query with `first`:
-/// the likeliest flips first, and no more once one has found a match.
-const FLIP_PASS: usize = 32;
+/// Headers a one-table store probes in the first pass of a query with
+/// `first` (the likeliest ones); each later pass takes twice as many, and
+/// none follows a pass that found a match.
+const FIRST_FLIP_PASS: usize = 4;
 
 /// [`collect`] on a one-table store: for the `i`-th query, the run of
 /// every header `masks(i)` flips (the unflipped header being mask 0) in
 /// each level's table, the distance always taken to the query itself.
-/// The probes of one query are staged together, in passes of
-/// [`FLIP_PASS`] with `first`, the likeliest flips first.
+/// The probes of one query are staged together; with `first`, in passes
+/// growing from [`FIRST_FLIP_PASS`], the likeliest flips first.
 #[inline(always)]
 pub(super) fn collect_flipped<'m>(
     shared: &Shared,
@@ -160,10 +161,13 @@ pub(super) fn collect_flipped<'m>(
     let mut found = Vec::with_capacity(fps.len());
     let mut probes: Vec<Probe> = Vec::new();
     for (i, &fp) in fps.iter().enumerate() {
-        let masks = masks(i);
-        let pass = if first { FLIP_PASS } else { usize::MAX };
+        let mut masks = masks(i);
+        let mut pass = if first { FIRST_FLIP_PASS } else { usize::MAX };
         let mut hits = Vec::new();
-        for part in masks.chunks(pass.min(masks.len()).max(1)) {
+        while !masks.is_empty() {
+            let (part, rest) = masks.split_at(pass.min(masks.len()));
+            masks = rest;
+            pass = pass.saturating_mul(2);
             probes.clear();
             for &m in part {
                 for &t in probe {
