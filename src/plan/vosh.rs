@@ -121,59 +121,97 @@ const MIN_ODDS: f64 = 1e-30;
 /// probability `p(j)`: the empty mask first, then sets of 1 to `k` bits in
 /// decreasing probability, until `stop`. `k` is at most 8.
 pub fn flips(header: &[u8], p: impl Fn(u8) -> f64, k: u8, stop: Budget) -> Vec<u64> {
-    let k = usize::from(k.min(8)).min(header.len());
-    let mut bits: Vec<(u8, f64)> = header
-        .iter()
-        .map(|&b| {
-            let p = p(b);
-            let p = if p.is_nan() { 0.0 } else { p.clamp(0.0, 0.5) };
-            (b, (p / (1.0 - p)).max(MIN_ODDS))
-        })
-        .collect();
-    bits.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
-    let odds: Vec<f64> = bits.iter().map(|b| b.1).collect();
-    // e[h]: the sum over sets of h bits of their odds products.
-    let mut e = [0f64; 9];
-    e[0] = 1.0;
-    for &o in &odds {
-        for h in (1..=k).rev() {
-            e[h] += e[h - 1] * o;
-        }
-    }
-    let total: f64 = e[..=k].iter().sum();
-    let goal = stop.recall * total;
-    let exhaustive = stop.recall >= 1.0;
-    let mask = |n: &Node| {
-        n.at[..usize::from(n.len)]
+    Flips::new(header, p, k, stop).collect()
+}
+
+/// [`flips`] one mask at a time: a caller that stops early (a first-match
+/// query that found one) spends nothing on the sets it does not take.
+#[derive(Debug, Clone)]
+pub struct Flips {
+    /// Header bit numbers, likeliest first.
+    bits: Vec<u8>,
+    /// Their odds `p/(1−p)`, in the same order.
+    odds: Vec<f64>,
+    heap: BinaryHeap<Node>,
+    covered: f64,
+    goal: f64,
+    exhaustive: bool,
+    max_probes: usize,
+    taken: usize,
+}
+
+impl Flips {
+    /// The flip sets of [`flips`], to be taken in order.
+    pub fn new(header: &[u8], p: impl Fn(u8) -> f64, k: u8, stop: Budget) -> Self {
+        let k = usize::from(k.min(8)).min(header.len());
+        let mut bits: Vec<(u8, f64)> = header
             .iter()
-            .fold(0u64, |m, &i| m | 1u64 << bits[usize::from(i)].0)
-    };
-    let mut out = vec![0u64];
-    let mut covered = 1.0;
-    let mut heap = BinaryHeap::with_capacity(2 * k + 16);
-    for h in 1..=k {
-        let mut at = [0u8; 8];
-        for (i, a) in at.iter_mut().enumerate().take(h) {
-            *a = i as u8;
+            .map(|&b| {
+                let p = p(b);
+                let p = if p.is_nan() { 0.0 } else { p.clamp(0.0, 0.5) };
+                (b, (p / (1.0 - p)).max(MIN_ODDS))
+            })
+            .collect();
+        bits.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+        let odds: Vec<f64> = bits.iter().map(|b| b.1).collect();
+        // e[h]: the sum over sets of h bits of their odds products.
+        let mut e = [0f64; 9];
+        e[0] = 1.0;
+        for &o in &odds {
+            for h in (1..=k).rev() {
+                e[h] += e[h - 1] * o;
+            }
         }
-        heap.push(Node {
-            odds: odds[..h].iter().product(),
-            len: h as u8,
-            at,
-        });
+        let total: f64 = e[..=k].iter().sum();
+        let mut heap = BinaryHeap::with_capacity(2 * k + 16);
+        for h in 1..=k {
+            let mut at = [0u8; 8];
+            for (i, a) in at.iter_mut().enumerate().take(h) {
+                *a = i as u8;
+            }
+            heap.push(Node {
+                odds: odds[..h].iter().product(),
+                len: h as u8,
+                at,
+            });
+        }
+        Self {
+            bits: bits.iter().map(|b| b.0).collect(),
+            odds,
+            heap,
+            covered: 0.0,
+            goal: stop.recall * total,
+            exhaustive: stop.recall >= 1.0,
+            max_probes: stop.max_probes,
+            taken: 0,
+        }
     }
-    let n = bits.len();
-    while out.len() < stop.max_probes && (exhaustive || covered < goal) {
-        let Some(node) = heap.pop() else { break };
-        out.push(mask(&node));
-        covered += node.odds;
+}
+
+impl Iterator for Flips {
+    type Item = u64;
+
+    fn next(&mut self) -> Option<u64> {
+        if self.taken == 0 {
+            // The query's own header, whatever the budget.
+            self.taken = 1;
+            self.covered = 1.0;
+            return Some(0);
+        }
+        if self.taken >= self.max_probes || !(self.exhaustive || self.covered < self.goal) {
+            return None;
+        }
+        let node = self.heap.pop()?;
+        self.taken += 1;
+        self.covered += node.odds;
         let h = usize::from(node.len);
+        let n = self.bits.len();
         let last = usize::from(node.at[h - 1]);
         if last + 1 < n {
             let mut child = node;
             child.at[h - 1] += 1;
-            child.odds = node.odds / odds[last] * odds[last + 1];
-            heap.push(child);
+            child.odds = node.odds / self.odds[last] * self.odds[last + 1];
+            self.heap.push(child);
         }
         for j in (0..h - 1).rev() {
             let gap = node.at[j + 1] - node.at[j];
@@ -182,14 +220,18 @@ pub fn flips(header: &[u8], p: impl Fn(u8) -> f64, k: u8, stop: Budget) -> Vec<u
                     let i = usize::from(node.at[j]);
                     let mut child = node;
                     child.at[j] += 1;
-                    child.odds = node.odds / odds[i] * odds[i + 1];
-                    heap.push(child);
+                    child.odds = node.odds / self.odds[i] * self.odds[i + 1];
+                    self.heap.push(child);
                 }
                 break;
             }
         }
+        Some(
+            node.at[..h]
+                .iter()
+                .fold(0u64, |m, &i| m | 1u64 << self.bits[usize::from(i)]),
+        )
     }
-    out
 }
 
 /// The number of flip sets of at most `k` of `t` header bits (the probes

@@ -105,7 +105,15 @@ fn collect_portable(
     if let Some(header) = shared.plan.header_bits() {
         // One table: every header within k bits of the query's.
         let masks = exact_flips(header, k);
-        return collect_flipped(shared, state, probe, fps, |_| &masks[..], k, first);
+        return collect_flipped(
+            shared,
+            state,
+            probe,
+            fps,
+            |_| masks.iter().copied(),
+            k,
+            first,
+        );
     }
     if first && probe.len() > 1 {
         return collect_first(shared, state, probe, fps, k);
@@ -149,27 +157,31 @@ const FIRST_FLIP_PASS: usize = 4;
 /// The probes of one query are staged together; with `first`, in passes
 /// growing from [`FIRST_FLIP_PASS`], the likeliest flips first.
 #[inline(always)]
-pub(super) fn collect_flipped<'m>(
+pub(super) fn collect_flipped<M: Iterator<Item = u64>>(
     shared: &Shared,
     state: &State,
     probe: &[usize],
     fps: &[u64],
-    masks: impl Fn(usize) -> &'m [u64],
+    masks: impl Fn(usize) -> M,
     k: u32,
     first: bool,
 ) -> Result<Vec<Vec<(u64, u32)>>> {
     let mut found = Vec::with_capacity(fps.len());
     let mut probes: Vec<Probe> = Vec::new();
+    let mut part: Vec<u64> = Vec::new();
     for (i, &fp) in fps.iter().enumerate() {
-        let mut masks = masks(i);
+        let mut source = masks(i);
         let mut pass = if first { FIRST_FLIP_PASS } else { usize::MAX };
         let mut hits = Vec::new();
-        while !masks.is_empty() {
-            let (part, rest) = masks.split_at(pass.min(masks.len()));
-            masks = rest;
+        loop {
+            part.clear();
+            part.extend(source.by_ref().take(pass));
+            if part.is_empty() {
+                break;
+            }
             pass = pass.saturating_mul(2);
             probes.clear();
-            for &m in part {
+            for &m in &part {
                 for &t in probe {
                     probes.push(Probe::flipped(shared, state, t, fp, m));
                 }
@@ -498,22 +510,14 @@ fn probabilistic_in_turn(
     let bits: Vec<u8> = (64 - header..64).collect();
     let mut results = Vec::with_capacity(queries.len());
     for group in queries.chunks(GROUP) {
-        let masks: Vec<Vec<u64>> = group
-            .iter()
-            .map(|(_, v)| vosh::flips(&bits, |b| v.probability(b), k.min(8) as u8, budget))
-            .collect();
         let fps: Vec<u64> = group.iter().map(|q| q.0).collect();
         let state = shared.readable_state()?;
         let levels_probe = state.probes(probe);
-        let found = collect_flipped(
-            shared,
-            &state,
-            &levels_probe,
-            &fps,
-            |i| &masks[i][..],
-            k,
-            first,
-        )?;
+        let flips = |i: usize| {
+            let v = group[i].1;
+            vosh::Flips::new(&bits, |b| v.probability(b), k.min(8) as u8, budget)
+        };
+        let found = collect_flipped(shared, &state, &levels_probe, &fps, flips, k, first)?;
         for mut matches in finish_all(shared, &state, found)? {
             if first {
                 matches.truncate(1);
