@@ -211,6 +211,12 @@ class Fingerprinter:
         """Each bit's probability to differ in a near-duplicate, as 64 bytes
         (byte ``j``: ``round(-8·log2 p_j)``), what probabilistic queries
         take; ``None`` when the text has no words."""
+    def volatility_many(
+        self, texts: Sequence[str] | Iterable[str], html: bool = False
+    ) -> npt.NDArray[np.uint8]:
+        """``volatility`` of many documents, on all cores without the GIL: a
+        ``(n, 64)`` uint8 array (what ``Store.query_many(volatility=...)``
+        takes); a document without words gets every bit at probability ½."""
     def fingerprint_many(
         self, texts: Sequence[str] | Iterable[str], html: bool = False
     ) -> npt.NDArray[np.uint64]:

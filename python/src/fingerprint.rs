@@ -1,7 +1,7 @@
 //! `simstore.Fingerprinter`: simhash of text and HTML, one document or many
 //! on all cores without the GIL.
 
-use numpy::{IntoPyArray, PyArray1};
+use numpy::{IntoPyArray, PyArray1, PyArrayMethods};
 use pyo3::prelude::*;
 use pyo3::pybacked::PyBackedStr;
 use simstore::simhash::{Fingerprinter, Simhash};
@@ -151,34 +151,36 @@ impl PyFingerprinter {
         texts: &Bound<'py, PyAny>,
         html: bool,
     ) -> PyResult<Bound<'py, PyArray1<u64>>> {
-        if texts.is_instance_of::<pyo3::types::PyString>() {
-            return Err(invalid_type(
-                py,
-                "fingerprint_many takes a sequence of texts; for one, use fingerprint()",
-            ));
-        }
-        let mut docs: Vec<PyBackedStr> = Vec::with_capacity(texts.len().unwrap_or(0));
-        for (i, t) in texts.try_iter()?.enumerate() {
-            let t = t?;
-            docs.push(t.extract().map_err(|_| {
-                invalid_type(
-                    py,
-                    format!(
-                        "texts[{i}] must be a str, not {}",
-                        t.get_type()
-                            .name()
-                            .map(|n| n.to_string())
-                            .unwrap_or_default()
-                    ),
-                )
-            })?);
-        }
+        let docs = texts_of(texts, "fingerprint_many")?;
         let out = py.detach(|| {
             map_parallel(&docs, |d| {
                 self.simhash(d, html).map_or(0, |s| s.fingerprint)
             })
         });
         Ok(out.into_pyarray(py))
+    }
+
+    /// [`volatility`](Self::volatility) of many documents on all cores
+    /// without the GIL: a `(n, 64)` uint8 array, row `i` for document `i`
+    /// (what `Store.query_many(..., volatility=...)` takes). A document
+    /// without words gets every bit at probability ½ (bytes of 8).
+    #[pyo3(signature = (texts, html=false))]
+    fn volatility_many<'py>(
+        &self,
+        py: Python<'py>,
+        texts: &Bound<'py, PyAny>,
+        html: bool,
+    ) -> PyResult<Bound<'py, numpy::PyArray2<u8>>> {
+        let docs = texts_of(texts, "volatility_many")?;
+        let n = docs.len();
+        let rows = py.detach(|| {
+            map_parallel(&docs, |d| {
+                let weights = self.simhash(d, html).map_or([0.0; 64], |s| s.weights);
+                Some(simstore::simhash::Volatility::from_weights(&weights).to_bytes())
+            })
+        });
+        let flat: Vec<u8> = rows.into_iter().flatten().flatten().collect();
+        flat.into_pyarray(py).reshape([n, 64])
     }
 
     fn __repr__(&self) -> String {
@@ -190,6 +192,34 @@ impl PyFingerprinter {
             if self.stop_words { "True" } else { "False" }
         )
     }
+}
+
+/// The texts of a sequence of `str` (not one `str`), borrowed.
+fn texts_of(texts: &Bound<'_, PyAny>, what: &str) -> PyResult<Vec<PyBackedStr>> {
+    let py = texts.py();
+    if texts.is_instance_of::<pyo3::types::PyString>() {
+        return Err(invalid_type(
+            py,
+            format!("{what} takes a sequence of texts, not one str"),
+        ));
+    }
+    let mut docs: Vec<PyBackedStr> = Vec::with_capacity(texts.len().unwrap_or(0));
+    for (i, t) in texts.try_iter()?.enumerate() {
+        let t = t?;
+        docs.push(t.extract().map_err(|_| {
+            invalid_type(
+                py,
+                format!(
+                    "texts[{i}] must be a str, not {}",
+                    t.get_type()
+                        .name()
+                        .map(|n| n.to_string())
+                        .unwrap_or_default()
+                ),
+            )
+        })?);
+    }
+    Ok(docs)
 }
 
 /// `f` of every item on all cores, results in input order.

@@ -68,3 +68,20 @@ def test_bad_volatilities_and_budgets(path):
         with pytest.raises(simstore.InvalidArgumentError):
             store.query_many(np.array([5, 6], dtype=np.uint64), volatility=np.zeros((1, 64), dtype=np.uint8))
         assert store.query_probabilistic(5, b"\x08" * 64)[0].ids == [1]
+
+
+def test_volatility_of_many_documents(path):
+    f = simstore.Fingerprinter()
+    texts = [f"document {i} about the words {i % 7} and {i % 11} and more words here" for i in range(300)] + [""]
+    many = f.volatility_many(texts)
+    assert many.dtype == np.uint8 and many.shape == (301, 64)
+    for i in (0, 17, 299):
+        assert many[i].tobytes() == f.volatility(texts[i])
+    assert (many[300] == 8).all()
+    with pytest.raises(simstore.InvalidTypeError):
+        f.volatility_many("one text")
+    fps = f.fingerprint_many(texts[:300])
+    with simstore.Store.create(path, tables=1) as store:
+        store.insert_many(fps, np.arange(300, dtype=np.uint64))
+        got = store.query_many(fps, k=0, volatility=many[:300])
+        assert sorted(set(got.query.tolist())) == list(range(300))
