@@ -42,18 +42,25 @@ fn generative(n: usize, queries: usize, seed: u64) -> (Vec<u64>, Vec<(u64, Volat
     (stored, qs)
 }
 
-#[test]
-fn answers_are_true_matches_and_the_default_budget_finds_most() {
-    let (stored, queries) = generative(20_000, 1500, 1);
+/// A store made with `options` in a new directory, holding each of
+/// `stored` with its index as id.
+fn loaded(stored: &[u64], options: &Options) -> (tempfile::TempDir, Store) {
     let dir = tempfile::tempdir().unwrap();
-    let options = Options::new().tables(1).expected_size(20_000);
-    let store = Store::create(dir.path().join("s"), &options).unwrap();
+    let store = Store::create(dir.path().join("s"), options).unwrap();
     let pairs: Vec<(u64, u64)> = stored
         .iter()
         .enumerate()
         .map(|(i, &f)| (f, i as u64))
         .collect();
     store.insert_many(&pairs).unwrap();
+    (dir, store)
+}
+
+#[test]
+fn answers_are_true_matches_and_the_default_budget_finds_most() {
+    let (stored, queries) = generative(20_000, 1500, 1);
+    let options = Options::new().tables(1).expected_size(20_000);
+    let (_dir, store) = loaded(&stored, &options);
     let k = 3;
     let (mut truth, mut found) = (0usize, 0usize);
     let default = store
@@ -97,20 +104,12 @@ fn answers_are_true_matches_and_the_default_budget_finds_most() {
         "generative model: {found} of {truth} true matches at the default budget ({recall:.3})"
     );
     assert!(recall >= 0.85, "recall {recall:.3} at the default budget");
-    assert!(recall < 1.0 || truth == found);
 }
 
 #[test]
 fn stores_of_several_tables_answer_exactly() {
     let (stored, queries) = generative(3000, 200, 2);
-    let dir = tempfile::tempdir().unwrap();
-    let store = Store::create(dir.path().join("s"), &Options::new()).unwrap();
-    let pairs: Vec<(u64, u64)> = stored
-        .iter()
-        .enumerate()
-        .map(|(i, &f)| (f, i as u64))
-        .collect();
-    store.insert_many(&pairs).unwrap();
+    let (_dir, store) = loaded(&stored, &Options::new());
     for &(q, v) in &queries {
         let got = store
             .query_probabilistic(q, &v, 3, Budget::probes(1))
@@ -143,18 +142,11 @@ fn bad_budgets_and_distances_are_refused() {
 #[test]
 fn large_batches_split_over_threads_answer_the_same() {
     let (stored, queries) = generative(20_000, 6000, 3);
-    let dir = tempfile::tempdir().unwrap();
     let options = Options::new()
         .tables(1)
         .expected_size(20_000)
         .query_threads(2);
-    let store = Store::create(dir.path().join("s"), &options).unwrap();
-    let pairs: Vec<(u64, u64)> = stored
-        .iter()
-        .enumerate()
-        .map(|(i, &f)| (f, i as u64))
-        .collect();
-    store.insert_many(&pairs).unwrap();
+    let (_dir, store) = loaded(&stored, &options);
     for first in [false, true] {
         let many = store
             .query_probabilistic_many(&queries, 3, Budget::default(), first)

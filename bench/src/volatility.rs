@@ -48,7 +48,7 @@ struct Sample {
     flips: u64,
 }
 
-fn log_likelihood(samples: &[Sample], tau: f64) -> f64 {
+fn log_likelihood(samples: &[&Sample], tau: f64) -> f64 {
     samples
         .iter()
         .map(|s| {
@@ -129,13 +129,6 @@ pub fn run(config: &Config, out: &mut impl Write) -> Result<(), Failure> {
     let fit: Vec<&Sample> = samples
         .iter()
         .step_by((samples.len() / 20_000).max(1))
-        .collect();
-    let fit: Vec<Sample> = fit
-        .into_iter()
-        .map(|s| Sample {
-            weights: s.weights,
-            flips: s.flips,
-        })
         .collect();
     let (mut best_tau, mut best_ll) = (FLIP_SCALE, f64::NEG_INFINITY);
     for i in 0..=120 {

@@ -28,13 +28,7 @@ fn run(args: &[&str], stdin: &str) -> Output {
 }
 
 fn ok(args: &[&str], stdin: &str) -> String {
-    let out = run(args, stdin);
-    assert!(
-        out.status.success(),
-        "{args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap()
+    common::ok_bin(env!("CARGO_BIN_EXE_simstore"), args, stdin)
 }
 
 fn expected_line(q: u64, matches: &[(u32, u64, Vec<u64>)]) -> String {

@@ -162,6 +162,29 @@ pub fn ids(values: &Bound<'_, PyAny>) -> PyResult<Vec<u64>> {
     Ok(ids)
 }
 
+/// Fingerprints and, when given, their ids, of one length.
+pub fn entries(
+    fingerprints: &Bound<'_, PyAny>,
+    ids: Option<&Bound<'_, PyAny>>,
+) -> PyResult<(Vec<u64>, Option<Vec<u64>>)> {
+    let fps = uint64s(fingerprints, "fingerprints")?;
+    let Some(ids) = ids else {
+        return Ok((fps, None));
+    };
+    let ids = self::ids(ids)?;
+    if ids.len() != fps.len() {
+        return Err(invalid(
+            fingerprints.py(),
+            format!(
+                "{} fingerprints but {} ids: the arrays must be of one length",
+                fps.len(),
+                ids.len()
+            ),
+        ));
+    }
+    Ok((fps, Some(ids)))
+}
+
 /// `true` for `int` values, so that a lone fingerprint passed where an
 /// array belongs is reported as such.
 pub fn is_int(value: &Bound<'_, PyAny>) -> bool {

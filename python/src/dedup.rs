@@ -14,7 +14,7 @@ use simstore::{Options, Store};
 
 use crate::convert;
 use crate::errors::{self, invalid, OrRaise};
-use crate::fingerprint::{map_parallel, PyFingerprinter};
+use crate::fingerprint::{map_parallel, visible, visible_fast, PyFingerprinter};
 
 /// The largest distance a store created for a similarity threshold gets
 /// (as the command line).
@@ -160,24 +160,5 @@ impl DedupSession {
             Some(s) => py.detach(|| s.close()).or_raise(py),
             None => Ok(()),
         }
-    }
-}
-
-/// The text of a document, HTML read by the parser (as `dedup --html`).
-fn visible(doc: &str, html: bool) -> std::borrow::Cow<'_, str> {
-    if html {
-        simstore::simhash::visible_text(doc).into()
-    } else {
-        doc.into()
-    }
-}
-
-/// The text of a document, HTML read by the scanner sketches are defined
-/// with (as `dedup --html --similarity`).
-fn visible_fast(doc: &str, html: bool) -> std::borrow::Cow<'_, str> {
-    if html {
-        simstore::simhash::visible_text_fast(doc).into()
-    } else {
-        doc.into()
     }
 }

@@ -19,10 +19,21 @@ pub struct PyFingerprinter {
     stop_words: bool,
 }
 
-/// Text of a document: `html` read for its visible text, as `hash --html`.
-fn visible(doc: &str, html: bool) -> std::borrow::Cow<'_, str> {
+/// Text of a document: `html` read for its visible text by the parser, as
+/// `hash --html` and `dedup --html`.
+pub fn visible(doc: &str, html: bool) -> std::borrow::Cow<'_, str> {
     if html {
         simstore::simhash::visible_text(doc).into()
+    } else {
+        doc.into()
+    }
+}
+
+/// [`visible`] by the one-pass scanner sketches are defined with, as
+/// `dedup --html --similarity`.
+pub fn visible_fast(doc: &str, html: bool) -> std::borrow::Cow<'_, str> {
+    if html {
+        simstore::simhash::visible_text_fast(doc).into()
     } else {
         doc.into()
     }

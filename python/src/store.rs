@@ -350,25 +350,12 @@ impl PyStore {
         fingerprints: &Bound<'_, PyAny>,
         ids: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<()> {
-        let fps = convert::uint64s(fingerprints, "fingerprints")?;
+        let (fps, ids) = convert::entries(fingerprints, ids)?;
         match ids {
-            Some(ids) => {
-                let ids = convert::ids(ids)?;
-                if ids.len() != fps.len() {
-                    return Err(invalid(
-                        py,
-                        format!(
-                            "{} fingerprints but {} ids: the arrays must be of one length",
-                            fps.len(),
-                            ids.len()
-                        ),
-                    ));
-                }
-                self.with(py, move |s| {
-                    let pairs: Vec<(u64, u64)> = fps.into_iter().zip(ids).collect();
-                    s.insert_many(&pairs)
-                })
-            }
+            Some(ids) => self.with(py, move |s| {
+                let pairs: Vec<(u64, u64)> = fps.into_iter().zip(ids).collect();
+                s.insert_many(&pairs)
+            }),
             None => self.with(py, move |s| {
                 let pairs: Vec<(u64, Option<u64>)> = fps.into_iter().map(|f| (f, None)).collect();
                 s.insert_many(&pairs)
@@ -404,25 +391,13 @@ impl PyStore {
         fingerprints: &Bound<'py, PyAny>,
         ids: Option<&Bound<'py, PyAny>>,
     ) -> PyResult<Bound<'py, PyArray1<bool>>> {
-        let fps = convert::uint64s(fingerprints, "fingerprints")?;
+        let (fps, ids) = convert::entries(fingerprints, ids)?;
         let ops: Vec<Op> = match ids {
-            Some(ids) => {
-                let ids = convert::ids(ids)?;
-                if ids.len() != fps.len() {
-                    return Err(invalid(
-                        py,
-                        format!(
-                            "{} fingerprints but {} ids: the arrays must be of one length",
-                            fps.len(),
-                            ids.len()
-                        ),
-                    ));
-                }
-                fps.into_iter()
-                    .zip(ids)
-                    .map(|(fingerprint, id)| Op::Delete { fingerprint, id })
-                    .collect()
-            }
+            Some(ids) => fps
+                .into_iter()
+                .zip(ids)
+                .map(|(fingerprint, id)| Op::Delete { fingerprint, id })
+                .collect(),
             None => fps
                 .into_iter()
                 .map(|fingerprint| Op::DeleteFingerprint { fingerprint })

@@ -234,6 +234,30 @@ impl Iterator for Flips {
     }
 }
 
+/// The flip masks of an exact query on a one-table store whose header is
+/// the top `header` bits (1 to 63): every set of at most `k` header bits,
+/// smaller sets first ([`exact_count`] of them), generated as they are
+/// taken, without a heap or a list.
+pub fn exact(header: u8, k: u8) -> impl Iterator<Item = u64> {
+    let t = u32::from(header.clamp(1, 63));
+    let shift = 64 - t;
+    let end = 1u64 << t;
+    (0..=u32::from(k).min(t)).flat_map(move |h| {
+        // The h-subsets of t bits in increasing order (Gosper's hack).
+        let first = if h == 0 { 0 } else { (1u64 << h) - 1 };
+        std::iter::successors(Some(first), move |&x| {
+            if x == 0 {
+                return None;
+            }
+            let c = x & x.wrapping_neg();
+            let r = x + c;
+            let next = (((r ^ x) >> 2) / c) | r;
+            (next < end).then_some(next)
+        })
+        .map(move |m| m << shift)
+    })
+}
+
 /// The number of flip sets of at most `k` of `t` header bits (the probes
 /// of an exact query on a one-table store), saturating.
 pub fn exact_count(t: u8, k: u8) -> u64 {
@@ -267,6 +291,23 @@ mod tests {
                     .product();
                 assert!(odds <= last * (1.0 + 1e-9), "{m:#x} out of order");
                 last = odds;
+            }
+        }
+    }
+
+    #[test]
+    fn exact_masks_are_every_small_set_of_header_bits_once() {
+        for (t, k) in [(1u8, 3u8), (10, 0), (10, 2), (24, 3), (40, 2), (63, 1)] {
+            let masks: Vec<u64> = exact(t, k).collect();
+            assert_eq!(masks.len() as u64, exact_count(t, k), "t = {t}, k = {k}");
+            let mut seen = std::collections::HashSet::new();
+            let mut size = 0;
+            for &m in &masks {
+                assert!(seen.insert(m), "repeated {m:#x}");
+                assert!(m.count_ones() >= size, "a smaller set after a larger one");
+                size = m.count_ones();
+                assert!(size <= u32::from(k));
+                assert_eq!(m & (u64::MAX >> t), 0, "a bit outside the header");
             }
         }
     }

@@ -104,13 +104,13 @@ fn collect_portable(
     let probe = &levels_probe[..];
     if let Some(header) = shared.plan.header_bits() {
         // One table: every header within k bits of the query's.
-        let masks = exact_flips(header, k);
+        let k8 = k.min(8) as u8;
         return collect_flipped(
             shared,
             state,
             probe,
             fps,
-            |_| masks.iter().copied(),
+            |_| vosh::exact(header, k8),
             k,
             first,
         );
@@ -136,14 +136,6 @@ fn collect_portable(
         found.push(scan_probes(shared, state, tables, k, first)?);
     }
     Ok(found)
-}
-
-/// The flip masks of an exact query at distance `k` on a one-table store
-/// whose header is the top `header` bits: every set of at most `k` of
-/// them, smallest first.
-pub(super) fn exact_flips(header: u8, k: u32) -> Vec<u64> {
-    let bits: Vec<u8> = (64 - header..64).collect();
-    vosh::flips(&bits, |_| 0.25, k.min(8) as u8, vosh::Budget::EXHAUSTIVE)
 }
 
 /// Headers a one-table store probes in the first pass of a query with
@@ -437,10 +429,26 @@ pub(crate) fn query_many(
     first: bool,
 ) -> Result<Vec<Vec<Match>>> {
     let probe = check_distance(shared, k)?;
-    let mut results = Vec::with_capacity(fps.len());
-    for group in fps.chunks(if first { FIRST_GROUP } else { GROUP }) {
+    let group = if first { FIRST_GROUP } else { GROUP };
+    in_groups(shared, fps, group, first, |state, group| {
+        collect(shared, state, probe, group, k, first)
+    })
+}
+
+/// Answers `queries` `group` at a time, each group under one read lock:
+/// `find` gives the group's candidates, which are then finished (sorted,
+/// ids attached; with `first`, one match at most).
+fn in_groups<T>(
+    shared: &Shared,
+    queries: &[T],
+    group: usize,
+    first: bool,
+    find: impl Fn(&State, &[T]) -> Result<Vec<Vec<(u64, u32)>>>,
+) -> Result<Vec<Vec<Match>>> {
+    let mut results = Vec::with_capacity(queries.len());
+    for group in queries.chunks(group) {
         let state = shared.readable_state()?;
-        let found = collect(shared, &state, probe, group, k, first)?;
+        let found = find(&state, group)?;
         for mut matches in finish_all(shared, &state, found)? {
             if first {
                 matches.truncate(1);
@@ -508,22 +516,12 @@ fn probabilistic_in_turn(
     first: bool,
 ) -> Result<Vec<Vec<Match>>> {
     let bits: Vec<u8> = (64 - header..64).collect();
-    let mut results = Vec::with_capacity(queries.len());
-    for group in queries.chunks(GROUP) {
+    in_groups(shared, queries, GROUP, first, |state, group| {
         let fps: Vec<u64> = group.iter().map(|q| q.0).collect();
-        let state = shared.readable_state()?;
-        let levels_probe = state.probes(probe);
         let flips = |i: usize| {
             let v = group[i].1;
             vosh::Flips::new(&bits, |b| v.probability(b), k.min(8) as u8, budget)
         };
-        let found = collect_flipped(shared, &state, &levels_probe, &fps, flips, k, first)?;
-        for mut matches in finish_all(shared, &state, found)? {
-            if first {
-                matches.truncate(1);
-            }
-            results.push(matches);
-        }
-    }
-    Ok(results)
+        collect_flipped(shared, state, &state.probes(probe), &fps, flips, k, first)
+    })
 }

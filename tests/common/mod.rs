@@ -176,6 +176,17 @@ pub fn run_bin(bin: &str, args: &[&str], stdin: &str) -> std::process::Output {
     out
 }
 
+/// [`run_bin`], which must succeed; its standard output.
+pub fn ok_bin(bin: &str, args: &[&str], stdin: &str) -> String {
+    let out = run_bin(bin, args, stdin);
+    assert!(
+        out.status.success(),
+        "{args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
 /// The `copyright` files of every package on this Debian machine: real
 /// text with many natural near-duplicates (license boilerplate).
 pub fn copyright_files() -> Vec<String> {
