@@ -9,6 +9,7 @@ mod convert;
 mod dedup;
 mod errors;
 mod fingerprint;
+mod join;
 mod store;
 
 #[pymodule]
@@ -19,5 +20,7 @@ fn _simstore(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<store::PyMatch>()?;
     m.add_class::<fingerprint::PyFingerprinter>()?;
     m.add_class::<dedup::DedupSession>()?;
+    m.add_class::<join::PyJoin>()?;
+    m.add_class::<join::PyJoinIndex>()?;
     Ok(())
 }
