@@ -47,8 +47,6 @@ pub mod index;
 #[cfg(not(feature = "internals"))]
 #[allow(dead_code, unused_imports)]
 pub(crate) mod index;
-/// Near-duplicate joins over fingerprints in memory: the per-task kernel
-/// of a distributed self-join or batch match.
 pub mod join;
 pub mod plan;
 #[cfg_attr(not(feature = "storage"), allow(dead_code))]
