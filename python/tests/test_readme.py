@@ -20,6 +20,8 @@ def test_there_are_snippets():
 
 @pytest.mark.parametrize("i", range(len(SNIPPETS)))
 def test_snippet_runs(tmp_path, i):
+    if "pyspark" in SNIPPETS[i] and not os.environ.get("SIMSTORE_REQUIRE_SPARK"):
+        pytest.importorskip("pyspark")
     old = os.getcwd()
     os.chdir(tmp_path)
     out = io.StringIO()
@@ -39,3 +41,9 @@ def test_snippet_runs(tmp_path, i):
         ids = names["table"].column("id").to_numpy()
         found = sorted((int(ids[q]), int(i)) for q, i in zip(pairs["query"], pairs["id"]))
         assert found == [(1, 2), (2, 1)]
+    if "from simstore import spark" in SNIPPETS[i]:
+        assert printed.splitlines() == [
+            "[Row(id_a=1, id_b=2, distance=0)] "
+            "[Row(id=1, duplicate_of=None), Row(id=2, duplicate_of=1), Row(id=3, duplicate_of=None)]",
+            "[Row(batch_id=2, collection_id=1, distance=0), Row(batch_id=2, collection_id=2, distance=0)]",
+        ]
