@@ -193,13 +193,57 @@ def _plan(k: int, n: int, blocks: Optional[int]) -> Join:
     return Join(k, blocks=blocks) if blocks is not None else Join(k, expected_size=max(n, 2))
 
 
+#: A key whose distinct fingerprints are estimated above this is split
+#: into chunks of half as many, every two chunks compared by one task.
+HOT_KEY_ROWS = 40_000
+
+#: Fingerprints sampled on the driver to find hot keys.
+SAMPLE_ROWS = 500_000
+
+_MIX = np.uint64(0x9E37_79B9_7F4A_7C15)
+
+
+def _chunk(fps: np.ndarray, chunks) -> np.ndarray:
+    """A fingerprint's chunk of a split key: a hash of it, so that every
+    copy of a fingerprint lands in the same chunk."""
+    with np.errstate(over="ignore"):
+        return ((fps * _MIX) >> np.uint64(40)) % np.asarray(chunks, dtype=np.uint64)
+
+
+def _hot_keys(fps: "DataFrame", join: Join, n: int, hot_key_rows: int) -> dict:
+    """{(table, key): chunks} for the keys a sample of the distinct
+    fingerprints puts above ``hot_key_rows``."""
+    if n == 0:
+        return {}
+    fraction = min(1.0, SAMPLE_ROWS / n)
+    sample = fps.sample(fraction=fraction, seed=17) if fraction < 1.0 else fps
+    got = sample.toPandas()
+    distinct = np.unique(_u64(got["fp"])) if len(got) else np.zeros(0, dtype=np.uint64)
+    hot = {}
+    for t in range(join.tables):
+        keys, counts = np.unique(join.keys(distinct, t), return_counts=True)
+        for key, count in zip(keys, counts):
+            estimate = count / fraction
+            if estimate > hot_key_rows:
+                chunks = min(64, math.ceil(estimate / (hot_key_rows / 2)))
+                hot[(t, int(key))] = chunks
+    return hot
+
+
 def _route(
-    fps: "DataFrame", k: int, blocks: Optional[int], partitions: Optional[int]
-) -> "tuple[DataFrame, int, int]":
+    fps: "DataFrame",
+    k: int,
+    blocks: Optional[int],
+    partitions: Optional[int],
+    hot_key_rows: Optional[int] = None,
+) -> "tuple[DataFrame, int, int, dict]":
     """The bigint column ``fp`` of ``fps`` (no nulls) routed to the join's
-    tasks: rows ``(t, key, fp)``, each input partition's distinct
-    fingerprints once per table, partitioned by ``(t, key)``. Also the
-    plan's distance and blocks."""
+    tasks: rows ``(t, key, sub, fp)``, each input partition's distinct
+    fingerprints once per table, partitioned by ``(t, key, sub)``. ``sub``
+    is 0 but for hot keys, whose fingerprints are split into chunks by a
+    hash and sent to every task ``sub = 1 + c1 * chunks + c2`` (``c1 <=
+    c2``) of their chunk. Also the plan's distance and blocks, and the hot
+    keys."""
     import pandas as pd
 
     n = fps.count()
@@ -210,6 +254,31 @@ def _route(
         partitions = max(2 * parallelism, math.ceil(n * tables / ROWS_PER_PARTITION))
     elif isinstance(partitions, bool) or not isinstance(partitions, int) or partitions < 1:
         raise ValueError(f"partitions must be a positive int, got {partitions!r}")
+    if hot_key_rows is None:
+        hot_key_rows = HOT_KEY_ROWS
+    elif isinstance(hot_key_rows, bool) or not isinstance(hot_key_rows, int) or hot_key_rows < 2:
+        raise ValueError(f"hot_key_rows must be an int of at least 2, got {hot_key_rows!r}")
+    hot = _hot_keys(fps, join, n, hot_key_rows)
+    # Per table: the hot keys, sorted, and their chunk counts.
+    hot_tables = {}
+    for (t, key), chunks in sorted(hot.items()):
+        hot_tables.setdefault(t, ([], []))
+        hot_tables[t][0].append(key)
+        hot_tables[t][1].append(chunks)
+    hot_tables = {
+        t: (np.array(keys, dtype=np.uint64), np.array(chunks, dtype=np.int64))
+        for t, (keys, chunks) in hot_tables.items()
+    }
+
+    def frame(t: int, keys: np.ndarray, subs: np.ndarray, fps_: np.ndarray) -> "pd.DataFrame":
+        return pd.DataFrame(
+            {
+                "t": np.full(len(fps_), t, dtype=np.int32),
+                "key": keys.view(np.int64),
+                "sub": subs.astype(np.int32),
+                "fp": fps_.view(np.int64),
+            }
+        )
 
     def route(batches: Iterator["pd.DataFrame"]) -> Iterator["pd.DataFrame"]:
         # The whole input partition, deduplicated: a fingerprint repeated
@@ -220,33 +289,49 @@ def _route(
         distinct = np.unique(np.concatenate(parts))
         j = Join(k, blocks=blocks)
         for t in range(tables):
-            yield pd.DataFrame(
-                {
-                    "t": np.full(len(distinct), t, dtype=np.int32),
-                    "key": j.keys(distinct, t).view(np.int64),
-                    "fp": distinct.view(np.int64),
-                }
-            )
+            keys = j.keys(distinct, t)
+            if t not in hot_tables:
+                yield frame(t, keys, np.zeros(len(keys), dtype=np.int32), distinct)
+                continue
+            hot_keys, hot_chunks = hot_tables[t]
+            is_hot = np.isin(keys, hot_keys)
+            yield frame(t, keys[~is_hot], np.zeros(int((~is_hot).sum()), dtype=np.int32), distinct[~is_hot])
+            hk, hf = keys[is_hot], distinct[is_hot]
+            if not len(hk):
+                continue
+            chunks = hot_chunks[np.searchsorted(hot_keys, hk)]
+            mine = _chunk(hf, chunks.astype(np.uint64)).astype(np.int64)
+            # A fingerprint of chunk c goes to the task of (c, c') for every
+            # chunk c' of its key.
+            for other in range(int(chunks.max())):
+                ok = other < chunks
+                c1 = np.minimum(mine, other)[ok]
+                c2 = np.maximum(mine, other)[ok]
+                yield frame(t, hk[ok], 1 + c1 * chunks[ok] + c2, hf[ok])
 
-    routed = fps.mapInPandas(route, "t int, key long, fp long")
-    return routed.repartition(partitions, "t", "key"), k, blocks
+    routed = fps.mapInPandas(route, "t int, key long, sub int, fp long")
+    return routed.repartition(partitions, "t", "key", "sub"), k, blocks, hot
 
 
-def _routed_sizes(fps: "DataFrame", k: int, blocks: Optional[int] = None) -> "list[int]":
-    """How many routed rows each task of the self-join receives."""
-    F, _ = _spark()
-    routed, _, _ = _route(fps, k, blocks, None)
-    counts = routed.groupBy(F.spark_partition_id().alias("p")).count().collect()
+def _task_groups(fps: "DataFrame", k: int, hot_key_rows: Optional[int] = None) -> "list[int]":
+    """How many fingerprints each group a task compares (a table's key, or
+    a pair of chunks of a hot key) holds."""
+    routed, _, _, _ = _route(fps, k, None, None, hot_key_rows)
+    counts = routed.groupBy("t", "key", "sub").count().collect()
     return [r["count"] for r in counts]
 
 
 def _pairs_long(
-    fps: "DataFrame", k: int, blocks: Optional[int], partitions: Optional[int]
+    fps: "DataFrame",
+    k: int,
+    blocks: Optional[int],
+    partitions: Optional[int],
+    hot_key_rows: Optional[int] = None,
 ) -> "DataFrame":
     """(a, b, distance) over the bigint column ``fp`` of ``fps`` (no nulls)."""
     import pandas as pd
 
-    routed, k, blocks = _route(fps, k, blocks, partitions)
+    routed, k, blocks, hot = _route(fps, k, blocks, partitions, hot_key_rows)
 
     def task(batches: Iterator["pd.DataFrame"]) -> Iterator["pd.DataFrame"]:
         frames = list(batches)
@@ -254,8 +339,22 @@ def _pairs_long(
             return
         rows = pd.concat(frames, ignore_index=True)
         j = Join(k, blocks=blocks)
-        for t, group in rows.groupby("t", sort=False):
+        plain = rows[rows["sub"] == 0]
+        for t, group in plain.groupby("t", sort=False):
             a, b, d = j.self_pairs(_u64(group["fp"]), int(t))
+            if len(a):
+                yield pd.DataFrame({"a": _i64(a), "b": _i64(b), "distance": d.astype(np.int32)})
+        split = rows[rows["sub"] != 0]
+        for (t, key, sub), group in split.groupby(["t", "key", "sub"], sort=False):
+            chunks = hot[(int(t), int(np.int64(key).view(np.uint64)))]
+            c1, c2 = divmod(int(sub) - 1, chunks)
+            fps_ = _u64(group["fp"])
+            mine = _chunk(fps_, chunks).astype(np.int64)
+            if c1 == c2:
+                a, b, d = j.self_pairs(fps_[mine == c1], int(t))
+            else:
+                x, y, d = j.cross_pairs(fps_[mine == c1], fps_[mine == c2], int(t))
+                a, b = np.minimum(x, y), np.maximum(x, y)
             if len(a):
                 yield pd.DataFrame({"a": _i64(a), "b": _i64(b), "distance": d.astype(np.int32)})
 
@@ -269,6 +368,7 @@ def near_duplicate_fingerprints(
     *,
     blocks: Optional[int] = None,
     partitions: Optional[int] = None,
+    hot_key_rows: Optional[int] = None,
 ) -> "DataFrame":
     """Every pair of distinct fingerprints of ``df[fp_col]`` within Hamming
     distance ``k``, exactly once: columns ``a``, ``b`` (fingerprints, in the
@@ -278,12 +378,17 @@ def near_duplicate_fingerprints(
     ``blocks`` picks the plan (``C(blocks, k)`` tables; by default the plan
     a store of the data's size would use); ``partitions`` the shuffle's
     partition count (by default one per 2M routed fingerprints, at least
-    twice the cluster's parallelism). Runs one job to count the input."""
+    twice the cluster's parallelism). A key that a sample of the input
+    (500K fingerprints, on the driver) puts above ``hot_key_rows``
+    distinct fingerprints (default 40,000) is split into chunks of half
+    that, one task per two chunks, so that a prefix shared by very many
+    fingerprints does not sink one task. Runs two jobs on the input before
+    the join: a count and the sample."""
     F, _ = _spark()
     k = _check_k(k)
     kind = _kind(df, fp_col)
     fps = df.select(_as_long(df, fp_col).alias("fp")).where(F.col("fp").isNotNull())
-    pairs = _pairs_long(fps, k, blocks, partitions)
+    pairs = _pairs_long(fps, k, blocks, partitions, hot_key_rows)
     return pairs.select(_back(kind, "a"), _back(kind, "b"), "distance")
 
 
@@ -295,6 +400,7 @@ def near_duplicate_pairs(
     *,
     blocks: Optional[int] = None,
     partitions: Optional[int] = None,
+    hot_key_rows: Optional[int] = None,
 ) -> "DataFrame":
     """Every pair of rows of ``df`` whose fingerprints are within distance
     ``k``, exactly once, as ``(id_a, id_b, distance)`` with ``id_a < id_b``.
@@ -302,14 +408,15 @@ def near_duplicate_pairs(
     Rows that share one fingerprint pair up among themselves at distance 0
     (``n`` rows of one fingerprint give ``n(n-1)/2`` pairs: use
     :func:`dedup` to group them instead). Two rows with the same id are
-    never a pair."""
+    never a pair. The options are those of
+    :func:`near_duplicate_fingerprints`."""
     F, _ = _spark()
     k = _check_k(k)
     if id_col not in df.columns:
         raise ValueError(f"no column {id_col!r}: the columns are {df.columns}")
     rows = df.select(_as_long(df, fp_col).alias("fp"), F.col(id_col).cast("long").alias("id"))
     rows = rows.where(F.col("fp").isNotNull() & F.col("id").isNotNull())
-    pairs = _pairs_long(rows.select("fp"), k, blocks, partitions)
+    pairs = _pairs_long(rows.select("fp"), k, blocks, partitions, hot_key_rows)
     ra = rows.select(F.col("fp").alias("a"), F.col("id").alias("x"))
     rb = rows.select(F.col("fp").alias("b"), F.col("id").alias("y"))
     across = pairs.join(ra, "a").join(rb, "b").select("x", "y", "distance")
@@ -441,6 +548,7 @@ def dedup(
     out_col: str = "duplicate_of",
     blocks: Optional[int] = None,
     partitions: Optional[int] = None,
+    hot_key_rows: Optional[int] = None,
     max_iterations: int = 100,
 ) -> "DataFrame":
     """``df`` with a column ``duplicate_of``: null for the row kept from
@@ -481,7 +589,7 @@ def dedup(
     nodes = rows.groupBy("fp").agg(pick(F.struct("o", "i")).alias("r")).select(
         "fp", F.struct(F.col("r.o").alias("o"), F.col("r.i").alias("i"), F.col("fp").alias("f")).alias("l")
     )
-    pairs = _pairs_long(rows.select("fp"), k, blocks, partitions)
+    pairs = _pairs_long(rows.select("fp"), k, blocks, partitions, hot_key_rows)
     edges = pairs.select(F.col("a").alias("src"), F.col("b").alias("dst")).unionByName(
         pairs.select(F.col("b").alias("src"), F.col("a").alias("dst"))
     ).cache()

@@ -248,11 +248,31 @@ def test_skewed_input(spark, rng):
     df = frame(spark, fps, ids).repartition(6).cache()
     got = as_set(sss.near_duplicate_fingerprints(df, "fp", 3))
     assert set(got) == brute_pairs(fps, 3) and len(got) == len(set(got))
-    # What each shuffle task receives: nowhere near the 100K hot rows.
-    sizes = sss._routed_sizes(df.select("fp"), 3)
-    assert sum(sizes) < 5 * 4 * 3000 and max(sizes) < 20_000, sizes
+    # What the tasks compare: nowhere near the 100K hot rows.
+    groups = sss._task_groups(df.select("fp"), 3)
+    assert sum(groups) < 4 * 4000 and max(groups) < 4000, max(groups)
     result = sss.dedup(df, "fp", "id", 3)
     check_dedup(result, fps, ids, 3)
+
+
+def test_hot_prefix_is_split(spark, rng):
+    """20,000 distinct fingerprints sharing the key of one table (and near
+    copies among them) go to many tasks, each comparing two chunks; the
+    answer stays exact."""
+    prefix = np.uint64(0xABCD << 48)
+    shared = (random_fps(rng, 16_000) & np.uint64(2**48 - 1)) | prefix
+    near = flip(rng, shared[:4000], 3) & np.uint64(2**48 - 1) | prefix
+    fps = np.concatenate([shared, near, dataset(rng, 2000)])
+    df = frame(spark, fps).cache()
+    whole = sss._task_groups(df.select("fp"), 3, hot_key_rows=10**9)
+    split = sss._task_groups(df.select("fp"), 3, hot_key_rows=2000)
+    assert max(whole) > 19_000
+    assert max(split) <= 2500, max(split)
+    got = as_set(sss.near_duplicate_fingerprints(df, "fp", 3, hot_key_rows=2000))
+    assert len(got) == len(set(got))
+    assert set(got) == brute_pairs(fps, 3)
+    result = sss.dedup(df.withColumnRenamed("id", "doc"), "fp", "doc", 3, hot_key_rows=2000)
+    check_dedup(result.withColumnRenamed("doc", "id"), fps, np.arange(len(fps)), 3)
 
 
 def executor_pids(app_id: str) -> list:
