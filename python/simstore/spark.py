@@ -236,10 +236,13 @@ def _route(
     blocks: Optional[int],
     partitions: Optional[int],
     hot_key_rows: Optional[int] = None,
+    with_ids: bool = False,
 ) -> "tuple[DataFrame, int, int, dict]":
     """The bigint column ``fp`` of ``fps`` (no nulls) routed to the join's
     tasks: rows ``(t, key, sub, fp)``, each input partition's distinct
-    fingerprints once per table, partitioned by ``(t, key, sub)``. ``sub``
+    fingerprints once per table, partitioned by ``(t, key, sub)``; with
+    ``with_ids``, rows ``(t, key, sub, fp, id)`` from the columns ``fp``
+    and ``id``, every row once per table. ``sub``
     is 0 but for hot keys, whose fingerprints are split into chunks by a
     hash and sent to every task ``sub = 1 + c1 * chunks + c2`` (``c1 <=
     c2``) of their chunk. Also the plan's distance and blocks, and the hot
@@ -258,7 +261,7 @@ def _route(
         hot_key_rows = HOT_KEY_ROWS
     elif isinstance(hot_key_rows, bool) or not isinstance(hot_key_rows, int) or hot_key_rows < 2:
         raise ValueError(f"hot_key_rows must be an int of at least 2, got {hot_key_rows!r}")
-    hot = _hot_keys(fps, join, n, hot_key_rows)
+    hot = _hot_keys(fps.select("fp"), join, n, hot_key_rows)
     # Per table: the hot keys, sorted, and their chunk counts.
     hot_tables = {}
     for (t, key), chunks in sorted(hot.items()):
@@ -270,46 +273,62 @@ def _route(
         for t, (keys, chunks) in hot_tables.items()
     }
 
-    def frame(t: int, keys: np.ndarray, subs: np.ndarray, fps_: np.ndarray) -> "pd.DataFrame":
-        return pd.DataFrame(
-            {
-                "t": np.full(len(fps_), t, dtype=np.int32),
-                "key": keys.view(np.int64),
-                "sub": subs.astype(np.int32),
-                "fp": fps_.view(np.int64),
-            }
-        )
+    def frame(t: int, keys: np.ndarray, subs: np.ndarray, values: np.ndarray, ids) -> "pd.DataFrame":
+        columns = {
+            "t": np.full(len(values), t, dtype=np.int32),
+            "key": keys.view(np.int64),
+            "sub": subs.astype(np.int32),
+            "fp": values.view(np.int64),
+        }
+        if ids is not None:
+            columns["id"] = ids
+        return pd.DataFrame(columns)
 
     def route(batches: Iterator["pd.DataFrame"]) -> Iterator["pd.DataFrame"]:
-        # The whole input partition, deduplicated: a fingerprint repeated
-        # many times is routed once per table from each partition.
-        parts = [_u64(b["fp"]) for b in batches]
-        if not parts:
+        frames = list(batches)
+        if not frames:
             return
-        distinct = np.unique(np.concatenate(parts))
+        values = np.concatenate([_u64(b["fp"]) for b in frames])
+        ids = None
+        if with_ids:
+            ids = np.concatenate([b["id"].to_numpy(dtype=np.int64) for b in frames])
+        else:
+            # The whole input partition, deduplicated: a fingerprint
+            # repeated many times is routed once per table from each
+            # partition.
+            values = np.unique(values)
         j = Join(k, blocks=blocks)
         for t in range(tables):
-            keys = j.keys(distinct, t)
+            keys = j.keys(values, t)
             if t not in hot_tables:
-                yield frame(t, keys, np.zeros(len(keys), dtype=np.int32), distinct)
+                yield frame(t, keys, np.zeros(len(keys), dtype=np.int32), values, ids)
                 continue
             hot_keys, hot_chunks = hot_tables[t]
             is_hot = np.isin(keys, hot_keys)
-            yield frame(t, keys[~is_hot], np.zeros(int((~is_hot).sum()), dtype=np.int32), distinct[~is_hot])
-            hk, hf = keys[is_hot], distinct[is_hot]
-            if not len(hk):
+            cool = np.nonzero(~is_hot)[0]
+            yield frame(
+                t, keys[cool], np.zeros(len(cool), dtype=np.int32), values[cool],
+                None if ids is None else ids[cool],
+            )
+            at = np.nonzero(is_hot)[0]
+            if not len(at):
                 continue
-            chunks = hot_chunks[np.searchsorted(hot_keys, hk)]
-            mine = _chunk(hf, chunks.astype(np.uint64)).astype(np.int64)
+            chunks = hot_chunks[np.searchsorted(hot_keys, keys[at])]
+            mine = _chunk(values[at], chunks.astype(np.uint64)).astype(np.int64)
             # A fingerprint of chunk c goes to the task of (c, c') for every
             # chunk c' of its key.
             for other in range(int(chunks.max())):
                 ok = other < chunks
                 c1 = np.minimum(mine, other)[ok]
                 c2 = np.maximum(mine, other)[ok]
-                yield frame(t, hk[ok], 1 + c1 * chunks[ok] + c2, hf[ok])
+                sel = at[ok]
+                yield frame(
+                    t, keys[sel], 1 + c1 * chunks[ok] + c2, values[sel],
+                    None if ids is None else ids[sel],
+                )
 
-    routed = fps.mapInPandas(route, "t int, key long, sub int, fp long")
+    schema = "t int, key long, sub int, fp long" + (", id long" if with_ids else "")
+    routed = fps.mapInPandas(route, schema)
     return routed.repartition(partitions, "t", "key", "sub"), k, blocks, hot
 
 
@@ -319,6 +338,28 @@ def _task_groups(fps: "DataFrame", k: int, hot_key_rows: Optional[int] = None) -
     routed, _, _, _ = _route(fps, k, None, None, hot_key_rows)
     counts = routed.groupBy("t", "key", "sub").count().collect()
     return [r["count"] for r in counts]
+
+
+def _units(rows: "pd.DataFrame", j: Join, hot: dict):
+    """The groups a task compares, with their pairs of distinct
+    fingerprints: ``(table, rows, first, (a, b, distance))``, ``first``
+    telling whether the group is the one that reports pairs of rows
+    sharing a fingerprint (table 0, or a hot key's chunk against itself)."""
+    plain = rows[rows["sub"] == 0]
+    for t, group in plain.groupby("t", sort=False):
+        yield int(t), group, int(t) == 0, j.self_pairs(_u64(group["fp"]), int(t))
+    split = rows[rows["sub"] != 0]
+    for (t, key, sub), group in split.groupby(["t", "key", "sub"], sort=False):
+        chunks = hot[(int(t), int(np.int64(key).view(np.uint64)))]
+        c1, c2 = divmod(int(sub) - 1, chunks)
+        values = _u64(group["fp"])
+        mine = _chunk(values, chunks).astype(np.int64)
+        if c1 == c2:
+            pairs = j.self_pairs(values[mine == c1], int(t))
+        else:
+            x, y, d = j.cross_pairs(values[mine == c1], values[mine == c2], int(t))
+            pairs = (np.minimum(x, y), np.maximum(x, y), d)
+        yield int(t), group, int(t) == 0 and c1 == c2, pairs
 
 
 def _pairs_long(
@@ -337,28 +378,51 @@ def _pairs_long(
         frames = list(batches)
         if not frames:
             return
-        rows = pd.concat(frames, ignore_index=True)
         j = Join(k, blocks=blocks)
-        plain = rows[rows["sub"] == 0]
-        for t, group in plain.groupby("t", sort=False):
-            a, b, d = j.self_pairs(_u64(group["fp"]), int(t))
-            if len(a):
-                yield pd.DataFrame({"a": _i64(a), "b": _i64(b), "distance": d.astype(np.int32)})
-        split = rows[rows["sub"] != 0]
-        for (t, key, sub), group in split.groupby(["t", "key", "sub"], sort=False):
-            chunks = hot[(int(t), int(np.int64(key).view(np.uint64)))]
-            c1, c2 = divmod(int(sub) - 1, chunks)
-            fps_ = _u64(group["fp"])
-            mine = _chunk(fps_, chunks).astype(np.int64)
-            if c1 == c2:
-                a, b, d = j.self_pairs(fps_[mine == c1], int(t))
-            else:
-                x, y, d = j.cross_pairs(fps_[mine == c1], fps_[mine == c2], int(t))
-                a, b = np.minimum(x, y), np.maximum(x, y)
+        for _, _, _, (a, b, d) in _units(pd.concat(frames, ignore_index=True), j, hot):
             if len(a):
                 yield pd.DataFrame({"a": _i64(a), "b": _i64(b), "distance": d.astype(np.int32)})
 
     return routed.mapInPandas(task, "a long, b long, distance int")
+
+
+def _pairs_ids(
+    rows: "DataFrame",
+    k: int,
+    blocks: Optional[int],
+    partitions: Optional[int],
+    hot_key_rows: Optional[int] = None,
+) -> "DataFrame":
+    """(x, y, distance) for the pairs of rows of ``rows`` (columns ``fp``,
+    ``id``, no nulls): each task expands its pairs of fingerprints into
+    pairs of rows itself, so no join with the rows follows the shuffle."""
+    import pandas as pd
+
+    routed, k, blocks, hot = _route(rows, k, blocks, partitions, hot_key_rows, with_ids=True)
+
+    def task(batches: Iterator["pd.DataFrame"]) -> Iterator["pd.DataFrame"]:
+        frames = list(batches)
+        if not frames:
+            return
+        j = Join(k, blocks=blocks)
+        for _, group, first, (a, b, d) in _units(pd.concat(frames, ignore_index=True), j, hot):
+            members = group[["fp", "id"]]
+            if len(a):
+                pairs = pd.DataFrame({"fp": _i64(a), "b": _i64(b), "distance": d.astype(np.int32)})
+                pairs = pairs.merge(members, on="fp").rename(columns={"id": "x"})
+                pairs = pairs.drop(columns="fp").rename(columns={"b": "fp"})
+                pairs = pairs.merge(members, on="fp").rename(columns={"id": "y"})
+                yield pairs[["x", "y", "distance"]]
+            if first:
+                repeated = members[members.duplicated("fp", keep=False)]
+                if len(repeated):
+                    same = repeated.merge(repeated, on="fp", suffixes=("_x", "_y"))
+                    same = same[same["id_x"] < same["id_y"]]
+                    yield pd.DataFrame(
+                        {"x": same["id_x"], "y": same["id_y"], "distance": np.zeros(len(same), dtype=np.int32)}
+                    )
+
+    return routed.mapInPandas(task, "x long, y long, distance int")
 
 
 def near_duplicate_fingerprints(
@@ -408,7 +472,9 @@ def near_duplicate_pairs(
     Rows that share one fingerprint pair up among themselves at distance 0
     (``n`` rows of one fingerprint give ``n(n-1)/2`` pairs: use
     :func:`dedup` to group them instead). Two rows with the same id are
-    never a pair. The options are those of
+    never a pair. Every row is routed with its id (once per table), and
+    each task turns its pairs of fingerprints into pairs of rows itself,
+    so no join with the input follows. The options are those of
     :func:`near_duplicate_fingerprints`."""
     F, _ = _spark()
     k = _check_k(k)
@@ -416,18 +482,7 @@ def near_duplicate_pairs(
         raise ValueError(f"no column {id_col!r}: the columns are {df.columns}")
     rows = df.select(_as_long(df, fp_col).alias("fp"), F.col(id_col).cast("long").alias("id"))
     rows = rows.where(F.col("fp").isNotNull() & F.col("id").isNotNull())
-    pairs = _pairs_long(rows.select("fp"), k, blocks, partitions, hot_key_rows)
-    ra = rows.select(F.col("fp").alias("a"), F.col("id").alias("x"))
-    rb = rows.select(F.col("fp").alias("b"), F.col("id").alias("y"))
-    across = pairs.join(ra, "a").join(rb, "b").select("x", "y", "distance")
-    r1 = rows.select("fp", F.col("id").alias("x"))
-    r2 = rows.select("fp", F.col("id").alias("y"))
-    same = (
-        r1.join(r2, "fp")
-        .where(F.col("x") < F.col("y"))
-        .select("x", "y", F.lit(0).alias("distance"))
-    )
-    both = across.unionByName(same).where(F.col("x") != F.col("y"))
+    both = _pairs_ids(rows, k, blocks, partitions, hot_key_rows).where(F.col("x") != F.col("y"))
     return both.select(
         F.least("x", "y").alias("id_a"), F.greatest("x", "y").alias("id_b"), "distance"
     )

@@ -262,7 +262,7 @@ def test_hot_prefix_is_split(spark, rng):
     prefix = np.uint64(0xABCD << 48)
     shared = (random_fps(rng, 16_000) & np.uint64(2**48 - 1)) | prefix
     near = flip(rng, shared[:4000], 3) & np.uint64(2**48 - 1) | prefix
-    fps = np.concatenate([shared, near, dataset(rng, 2000)])
+    fps = np.concatenate([shared, near, shared[:300], dataset(rng, 2000)])
     df = frame(spark, fps).cache()
     whole = sss._task_groups(df.select("fp"), 3, hot_key_rows=10**9)
     split = sss._task_groups(df.select("fp"), 3, hot_key_rows=2000)
@@ -271,6 +271,8 @@ def test_hot_prefix_is_split(spark, rng):
     got = as_set(sss.near_duplicate_fingerprints(df, "fp", 3, hot_key_rows=2000))
     assert len(got) == len(set(got))
     assert set(got) == brute_pairs(fps, 3)
+    rows = {tuple(r) for r in sss.near_duplicate_pairs(df, "fp", "id", 3, hot_key_rows=2000).collect()}
+    assert rows == brute_row_pairs(fps, np.arange(len(fps)), 3)
     result = sss.dedup(df.withColumnRenamed("id", "doc"), "fp", "doc", 3, hot_key_rows=2000)
     check_dedup(result.withColumnRenamed("doc", "id"), fps, np.arange(len(fps)), 3)
 
