@@ -19,7 +19,7 @@ from typing import NamedTuple
 import numpy as np
 
 from ._dedup import Decision, dedup
-from ._simstore import NO_ID, Fingerprinter, Match, Store, __version__
+from ._simstore import NO_ID, Fingerprinter, Join, JoinIndex, Match, Store, __version__
 from .errors import (
     AlreadyExistsError,
     BackgroundError,
@@ -44,6 +44,8 @@ __all__ = [
     "Decision",
     "dedup",
     "Fingerprinter",
+    "Join",
+    "JoinIndex",
     "Match",
     "QueryMatches",
     "Store",

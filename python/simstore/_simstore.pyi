@@ -240,3 +240,54 @@ class DedupSession:
         self, texts: list[str], first_seq: int
     ) -> list[Optional[tuple[int, Optional[tuple[int, int, int, Optional[float]]]]]]: ...
     def close(self) -> None: ...
+
+#: Three arrays of one length: two of uint64 and one of uint32.
+Columns = tuple[npt.NDArray[np.uint64], npt.NDArray[np.uint64], npt.NDArray[np.uint32]]
+
+class Join:
+    """The tables of a near-duplicate join: how fingerprints are routed to
+    tasks (one key per table) and the pairs a task finds among what it
+    received, each pair found by the first table whose prefix the two
+    share. ``Join(max_distance, expected_size)`` takes the plan a store of
+    that size would use (defaults: 3 and 1,000,000); ``blocks`` picks the
+    plan with that many blocks instead. The kernel of ``simstore.spark``."""
+
+    def __init__(
+        self,
+        max_distance: Optional[int] = None,
+        expected_size: Optional[int] = None,
+        blocks: Optional[int] = None,
+    ) -> None: ...
+    @property
+    def max_distance(self) -> int:
+        """The largest distance a pair may have."""
+    @property
+    def blocks(self) -> int:
+        """How many blocks the 64 bits are split into."""
+    @property
+    def tables(self) -> int:
+        """How many tables (copies of every fingerprint) the join routes."""
+    def prefix_bits(self, table: int) -> int:
+        """The width in bits of table ``table``'s keys."""
+    def keys(self, fps: UInt64s, table: int) -> npt.NDArray[np.uint64]:
+        """The keys of ``fps`` in table ``table``: equal keys, same task."""
+    def self_pairs(self, fps: UInt64s, table: int) -> Columns:
+        """The pairs of distinct fingerprints of ``fps`` within the distance
+        whose first shared table is ``table``: ``(a, b, distance)`` with
+        ``a < b``, each pair once."""
+    def cross_pairs(self, left: UInt64s, right: UInt64s, table: int) -> Columns:
+        """The pairs ``(a from left, b from right)``, ``a != b``, within the
+        distance whose first shared table is ``table``."""
+    def index(self, fps: UInt64s) -> JoinIndex:
+        """An in-memory index of ``fps`` (every table sorted) that answers
+        queries exactly."""
+
+class JoinIndex:
+    """A batch of fingerprints in every table of a ``Join``, for matching
+    many queries against it (``Join.index``)."""
+
+    def query_many(self, queries: UInt64s) -> Columns:
+        """Every indexed fingerprint within the distance of each query:
+        ``(query, fingerprint, distance)``, ``query`` being the position of
+        the query in ``queries``; each match once."""
+    def __len__(self) -> int: ...

@@ -190,7 +190,7 @@ def test_public_names_are_documented():
         obj = getattr(simstore, name)
         if inspect.isclass(obj) or callable(obj):
             assert obj.__doc__, name
-    for cls in (simstore.Store, simstore.Fingerprinter, simstore.Match):
+    for cls in (simstore.Store, simstore.Fingerprinter, simstore.Match, simstore.Join, simstore.JoinIndex):
         for name, member in vars(cls).items():
             if not name.startswith("_"):
                 assert getattr(member, "__doc__", None), f"{cls.__name__}.{name}"
