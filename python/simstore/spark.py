@@ -222,11 +222,10 @@ def _hot_keys(fps: "DataFrame", join: Join, n: int, hot_key_rows: int) -> dict:
     hot = {}
     for t in range(join.tables):
         keys, counts = np.unique(join.keys(distinct, t), return_counts=True)
-        for key, count in zip(keys, counts):
-            estimate = count / fraction
-            if estimate > hot_key_rows:
-                chunks = min(64, math.ceil(estimate / (hot_key_rows / 2)))
-                hot[(t, int(key))] = chunks
+        above = counts / fraction > hot_key_rows
+        for key, count in zip(keys[above], counts[above]):
+            chunks = min(64, math.ceil(count / fraction / (hot_key_rows / 2)))
+            hot[(t, int(key))] = chunks
     return hot
 
 

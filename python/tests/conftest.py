@@ -72,6 +72,18 @@ class Oracle:
         return out
 
 
+def brute_pairs(fps: np.ndarray, k: int) -> set:
+    """Every pair of distinct fingerprints within k, as (a, b, distance)
+    with a < b."""
+    u = np.unique(np.asarray(fps, dtype=np.uint64))
+    out = set()
+    for i in range(len(u) - 1):
+        d = popcount(u[i + 1 :] ^ u[i])
+        for j in np.nonzero(d <= k)[0]:
+            out.add((int(u[i]), int(u[i + 1 + j]), int(d[j])))
+    return out
+
+
 def random_fps(rng: np.random.Generator, n: int) -> np.ndarray:
     return rng.integers(0, 2**64, size=n, dtype=np.uint64, endpoint=False)
 

@@ -7,17 +7,7 @@ import pytest
 
 import simstore
 
-from conftest import clustered_fps, popcount, random_fps
-
-
-def brute(fps: np.ndarray, k: int) -> set:
-    u = np.unique(fps)
-    out = set()
-    for i in range(len(u) - 1):
-        d = popcount(u[i + 1 :] ^ u[i])
-        for j in np.nonzero(d <= k)[0]:
-            out.add((int(u[i]), int(u[i + 1 + j]), int(d[j])))
-    return out
+from conftest import brute_pairs, clustered_fps, popcount, random_fps
 
 
 @pytest.mark.parametrize("k,blocks", [(1, 2), (3, 4), (3, 5), (4, 6)])
@@ -34,7 +24,7 @@ def test_tasks_by_key_find_every_pair_once(rng, k, blocks):
             mine = fps[keys % np.uint64(4) == np.uint64(task)]
             a, b, d = join.self_pairs(mine, t)
             got.extend(zip(a.tolist(), b.tolist(), d.tolist()))
-    want = brute(fps, k)
+    want = brute_pairs(fps, k)
     assert len(want) > 100
     assert len(got) == len(set(got))
     assert set(got) == want

@@ -24,7 +24,7 @@ else:
 import simstore  # noqa: E402
 from simstore import spark as sss  # noqa: E402
 
-from conftest import clustered_fps, flip, popcount, random_fps  # noqa: E402
+from conftest import brute_pairs, clustered_fps, flip, popcount, random_fps  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -60,16 +60,6 @@ def frame(spark, fps: np.ndarray, ids=None, hex_=False):
     if hex_:
         df = df.select("id", sss.to_hex("fp").alias("fp"))
     return df
-
-
-def brute_pairs(fps: np.ndarray, k: int) -> set:
-    u = np.unique(np.asarray(fps, dtype=np.uint64))
-    out = set()
-    for i in range(len(u) - 1):
-        d = popcount(u[i + 1 :] ^ u[i])
-        for j in np.nonzero(d <= k)[0]:
-            out.add((int(u[i]), int(u[i + 1 + j]), int(d[j])))
-    return out
 
 
 def brute_row_pairs(fps: np.ndarray, ids: np.ndarray, k: int) -> set:
