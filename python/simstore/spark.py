@@ -537,6 +537,8 @@ def match_against(
     if collection_id is not None:
         cols.append(F.col(collection_id).cast("long").alias("c_id"))
     coll = collection_df.select(*cols).where(F.col("c_fp").isNotNull())
+    if collection_id is not None:
+        coll = coll.where(F.col("c_id").isNotNull())
 
     def scan(batches: Iterator["pd.DataFrame"]) -> Iterator["pd.DataFrame"]:
         key = (token, k, blocks)
@@ -559,7 +561,7 @@ def match_against(
     if batch_id is not None:
         ids = batch_df.select(
             _as_long(batch_df, batch_fp).alias("b_fp"), F.col(batch_id).cast("long").alias("b_id")
-        ).where(F.col("b_fp").isNotNull())
+        ).where(F.col("b_fp").isNotNull() & F.col("b_id").isNotNull())
         found = found.join(ids, "b_fp")
     out = [
         _back(bkind, "b_fp").alias(batch_fp if batch_fp != collection_fp else "batch_fp"),

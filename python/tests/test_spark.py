@@ -305,7 +305,8 @@ def test_executor_killed_mid_job(spark, rng, tmp_path):
         tracker = sc.statusTracker()
         running = [
             s for s in (tracker.getStageInfo(i) for i in tracker.getActiveStageIds())
-            if s and s.numActiveTasks > 0 and s.numCompletedTasks > 0
+            # The join's own stage (40 tasks, reading the shuffle), part done.
+            if s and s.numTasks == 40 and s.numActiveTasks > 0 and s.numCompletedTasks > 0
         ]
         if running:
             pids = executor_pids(sc.applicationId)
@@ -352,3 +353,6 @@ def test_bad_input(spark):
     assert [tuple(r) for r in sss.near_duplicate_pairs(nulls, "fp", "id", 1).collect()] == [(2, 3, 1)]
     d = {r["id"]: r["duplicate_of"] for r in sss.dedup(nulls, "fp", "id", 1).collect()}
     assert d == {1: None, 2: None, 3: 2}
+    with_null_ids = spark.createDataFrame([(None, 5), (7, 4)], "id long, fp long")
+    got = sss.match_against(nulls, with_null_ids, 1, batch_fp="fp", collection_fp="fp", batch_id="id", collection_id="id")
+    assert sorted(tuple(r) for r in got.collect()) == [(4, 4, 0, 3, 7), (5, 4, 1, 2, 7)]
