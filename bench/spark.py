@@ -15,6 +15,9 @@ single-process batch path, on one machine, in one run.
   shuffle bytes (from Spark's REST API), and the pair count, which must
   equal the single process's.
 
+With ``--extras``, each cluster also runs ``dedup`` of the rows and
+``match_against`` of every tenth row (by id) against all of them.
+
 Prints a Markdown table; ``--json`` writes the figures.
 
     python3 bench/spark.py --size 10000000 --executors 1 2
@@ -95,7 +98,9 @@ def shuffle_bytes(ui: str, app: str) -> int:
     return sum(s.get("shuffleWriteBytes", 0) for s in stages)
 
 
-def spark_run(data: str, k: int, executors: int, memory_mb: int, work: str) -> dict:
+def spark_run(
+    data: str, k: int, executors: int, memory_mb: int, work: str, extras: bool = False
+) -> dict:
     from pyspark.sql import SparkSession
 
     from simstore import spark as sss
@@ -119,13 +124,27 @@ def spark_run(data: str, k: int, executors: int, memory_mb: int, work: str) -> d
         pairs.write.mode("overwrite").parquet(out)
         wall = time.perf_counter() - t0
         count = session.read.parquet(out).count()
-        app = session.sparkContext.applicationId
-        ui = session.sparkContext.uiWebUrl
-        shuffled = shuffle_bytes(ui, app)
+        # The join's shuffle only (before the extras run).
+        shuffled = shuffle_bytes(session.sparkContext.uiWebUrl, session.sparkContext.applicationId)
+        found = {}
+        if extras:
+            # dedup of the same rows, and a tenth of them matched against all.
+            session.sparkContext.setCheckpointDir(os.path.join(work, "checkpoints"))
+            t0 = time.perf_counter()
+            kept = sss.dedup(df, "fingerprint", "id", k)
+            kept.write.mode("overwrite").parquet(out + "-dedup")
+            found["dedup_s"] = time.perf_counter() - t0
+            found["duplicates"] = session.read.parquet(out + "-dedup").where("duplicate_of is not null").count()
+            batch = df.where("id % 10 = 0")
+            t0 = time.perf_counter()
+            sss.match_against(batch, df, k).write.format("noop").mode("overwrite").save()
+            found["match_s"] = time.perf_counter() - t0
     finally:
         session.stop()
     shutil.rmtree(os.path.join(work, "pairs"), ignore_errors=True)
-    return {"executors": executors, "wall_s": wall, "pairs": count, "shuffle_bytes": shuffled}
+    for extra in ("pairs-dedup", "checkpoints"):
+        shutil.rmtree(os.path.join(work, extra), ignore_errors=True)
+    return {"executors": executors, "wall_s": wall, "pairs": count, "shuffle_bytes": shuffled, **found}
 
 
 def main() -> None:
@@ -136,6 +155,11 @@ def main() -> None:
     ap.add_argument("--executor-memory-mb", type=int, default=4096)
     ap.add_argument("--work", default=None, help="a directory for the data and Spark's files")
     ap.add_argument("--json", default=None)
+    ap.add_argument(
+        "--extras",
+        action="store_true",
+        help="also time dedup and match_against (a tenth of the rows against all) on each cluster",
+    )
     args = ap.parse_args()
 
     work = args.work or tempfile.mkdtemp(prefix="simstore-spark-bench-")
@@ -144,7 +168,9 @@ def main() -> None:
     write_parquet(data, fps, ids)
     single = single_process(fps, ids, args.k, work)
     del fps, ids
-    runs = [spark_run(data, args.k, e, args.executor_memory_mb, work) for e in args.executors]
+    runs = [
+        spark_run(data, args.k, e, args.executor_memory_mb, work, args.extras) for e in args.executors
+    ]
 
     n = args.size
     per_core_single = single["total_s"]
@@ -163,6 +189,11 @@ def main() -> None:
             f"{n / per_core:,.0f} | {per_core / per_core_single:.2f}x | {r['pairs']:,} | "
             f"{r['shuffle_bytes'] / 2**20:,.0f} MiB |"
         )
+        if "dedup_s" in r:
+            print(
+                f"|   dedup: {r['dedup_s']:.1f} s ({r['duplicates']:,} rows marked); "
+                f"match_against of a tenth: {r['match_s']:.1f} s | | | | | | |"
+            )
         if r["pairs"] != single["pairs"]:
             print(f"MISMATCH: Spark found {r['pairs']} pairs, the single process {single['pairs']}")
             sys.exit(1)
