@@ -205,7 +205,7 @@ impl Join {
             .plan
             .tables()
             .iter()
-            .map(|spec| sorted_permuted(spec, fps))
+            .map(|spec| Directed::new(spec, sorted_permuted(spec, fps)))
             .collect();
         JoinIndex {
             join: self.clone(),
@@ -220,18 +220,67 @@ impl Join {
 #[derive(Debug, Clone)]
 pub struct JoinIndex {
     join: Join,
-    tables: Vec<Vec<u64>>,
+    tables: Vec<Directed>,
+}
+
+/// One table of a [`JoinIndex`]: its sorted permuted fingerprints and a
+/// directory of where each value of their top bits starts, so that a
+/// query finds its prefix run without a binary search over the whole
+/// table (whose probes would miss the cache).
+#[derive(Debug, Clone)]
+struct Directed {
+    sorted: Vec<u64>,
+    /// `64 −` the directory's bits.
+    shift: u32,
+    /// `starts[b]`: the first position whose top bits are at least `b`.
+    starts: Vec<u32>,
+}
+
+/// The widest directory: 2^24 + 1 entries of 4 bytes.
+const MAX_DIRECTORY_BITS: u32 = 24;
+
+impl Directed {
+    fn new(spec: &TableSpec, sorted: Vec<u64>) -> Self {
+        let wanted = (usize::BITS - sorted.len().leading_zeros()).max(1);
+        let bits = wanted
+            .min(u32::from(spec.prefix_bits).max(1))
+            .min(MAX_DIRECTORY_BITS);
+        let shift = 64 - bits;
+        let mut starts = vec![0u32; (1usize << bits) + 1];
+        for &x in &sorted {
+            starts[(x >> shift) as usize + 1] += 1;
+        }
+        for b in 1..starts.len() {
+            starts[b] += starts[b - 1];
+        }
+        Self {
+            sorted,
+            shift,
+            starts,
+        }
+    }
+
+    /// The fingerprints between `lo` and `hi`, which share their top
+    /// directory bits (the directory is never wider than the prefix).
+    #[inline]
+    fn run(&self, lo: u64, hi: u64) -> &[u64] {
+        let b = (lo >> self.shift) as usize;
+        let bucket = &self.sorted[self.starts[b] as usize..self.starts[b + 1] as usize];
+        let start = bucket.partition_point(|&x| x < lo);
+        let end = start + bucket[start..].partition_point(|&x| x <= hi);
+        &bucket[start..end]
+    }
 }
 
 impl JoinIndex {
     /// How many distinct fingerprints the index holds.
     pub fn len(&self) -> usize {
-        self.tables[0].len()
+        self.tables[0].sorted.len()
     }
 
     /// Whether the index holds no fingerprint.
     pub fn is_empty(&self) -> bool {
-        self.tables[0].is_empty()
+        self.tables[0].sorted.is_empty()
     }
 
     /// Appends `(fingerprint, distance)` for every indexed fingerprint
@@ -242,10 +291,8 @@ impl JoinIndex {
         for (t, (spec, table)) in self.join.plan.tables().iter().zip(&self.tables).enumerate() {
             let p = spec.permutation.apply(q);
             let (lo, hi) = spec.prefix_range(p);
-            let start = table.partition_point(|&x| x < lo);
-            let end = start + table[start..].partition_point(|&x| x <= hi);
             let from = out.len();
-            crate::simd::near::near(&table[start..end], p, k, out);
+            crate::simd::near::near(table.run(lo, hi), p, k, out);
             // Keep a match only in the first table the two share.
             let mut keep = from;
             for i in from..out.len() {
