@@ -16,7 +16,8 @@ single-process batch path, on one machine, in one run.
   equal the single process's.
 
 With ``--extras``, each cluster also runs ``dedup`` of the rows and
-``match_against`` of every tenth row (by id) against all of them.
+``match_against`` of every tenth row (by id) against all of them (without
+ids: one row per batch fingerprint and collection row).
 
 Prints a Markdown table; ``--json`` writes the figures.
 
