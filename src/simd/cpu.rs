@@ -48,6 +48,26 @@ pub fn wide_popcount() -> bool {
     allowed(&WIDE, detect_wide)
 }
 
+/// Whether [`lows`](super::lows)'s AVX-512 loop (a byte permutation,
+/// VPERMB, then VPOPCNTQ on eight low parts at a time) may run here.
+#[inline]
+pub fn wide_lows() -> bool {
+    static LOWS: OnceLock<bool> = OnceLock::new();
+    allowed(&LOWS, detect_lows)
+}
+
+#[cfg(target_arch = "x86_64")]
+fn detect_lows() -> bool {
+    detect_wide()
+        && std::is_x86_feature_detected!("avx512bw")
+        && std::is_x86_feature_detected!("avx512vbmi")
+}
+
+#[cfg(not(target_arch = "x86_64"))]
+fn detect_lows() -> bool {
+    false
+}
+
 /// Whether [`minima`](super::minima)'s AVX-512 loop (VPMULLQ on eight
 /// 64-bit lanes) may run here.
 #[inline]

@@ -302,10 +302,10 @@ impl Packed {
     ) -> Scan {
         if self.low_bits >= LOWS_MIN_BITS {
             #[cfg(target_arch = "x86_64")]
-            if crate::simd::cpu::wide_popcount() {
-                // SAFETY: `wide_popcount` checked that this processor has
-                // AVX-512F and AVX512-VPOPCNTDQ, the features
-                // `scan_near_wide` is compiled for.
+            if crate::simd::cpu::wide_lows() {
+                // SAFETY: `wide_lows` checked that this processor has
+                // AVX-512F, AVX-512BW, AVX512-VBMI and AVX512-VPOPCNTDQ,
+                // the features `scan_near_wide` is compiled for.
                 return unsafe { self.scan_near_wide(cursor, hi, q, k, near) };
             }
             return self.scan_near_lows(cursor, hi, q, k, near);
@@ -364,13 +364,15 @@ impl Packed {
     }
 
     /// [`scan_near_lows`](Self::scan_near_lows) eight values at a time:
-    /// the loop gathers eight low parts, XORs, counts per lane and
-    /// compares, and only the rare lane within `k` is read in full.
+    /// the loop reads eight low parts (one load and a byte permutation),
+    /// XORs, counts per lane and compares, and only the rare lane within
+    /// `k` is read in full.
     ///
     /// # Safety
-    /// The processor must have AVX-512F and AVX512-VPOPCNTDQ.
+    /// The processor must have AVX-512F, AVX-512BW, AVX512-VBMI and
+    /// AVX512-VPOPCNTDQ.
     #[cfg(target_arch = "x86_64")]
-    #[target_feature(enable = "avx512f,avx512vpopcntdq,popcnt")]
+    #[target_feature(enable = "avx512f,avx512bw,avx512vbmi,avx512vpopcntdq,popcnt")]
     pub unsafe fn scan_near_wide(
         &self,
         cursor: Cursor,
@@ -577,9 +579,9 @@ mod tests {
                     });
                     prop_assert_eq!((&lows, lows_end), (&want, end));
                     #[cfg(target_arch = "x86_64")]
-                    if crate::simd::cpu::wide_popcount() {
+                    if crate::simd::cpu::wide_lows() {
                         let mut wide = Vec::new();
-                        // SAFETY: `wide_popcount` checked the features.
+                        // SAFETY: `wide_lows` checked the features.
                         let wide_end = unsafe {
                             packed.scan_near_wide(cursor, hi, q, k, |v, d| {
                                 wide.push((v, d));
