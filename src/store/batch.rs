@@ -149,10 +149,6 @@ fn in_shares(
     Ok(parts.into_iter().flatten().collect())
 }
 
-/// How many ranges ahead a sorted batch pass prefetches where a query's
-/// hits go.
-const FOUND_AHEAD: usize = 8;
-
 /// Chunks smaller than this are answered on the calling thread
 /// (`tests/oracle.rs` spreads batches over threads with 5,000 queries).
 const PARALLEL_MIN: usize = 4096;
@@ -193,6 +189,11 @@ unsafe fn probe_tables_fast_bits(
 
 /// Candidates for each query of `chunk` from the given tables (and their
 /// pending fingerprints), in chunk order.
+///
+/// The hits of every table are gathered in one flat list and handed out
+/// at the end, one allocation per query with hits (a list per query
+/// filled as the passes find them cost an allocation and a cache miss
+/// per hit).
 #[inline(always)]
 fn probe_tables(
     shared: &Shared,
@@ -201,51 +202,128 @@ fn probe_tables(
     chunk: &[u64],
     k: u32,
 ) -> Result<Vec<Vec<(u64, u32)>>> {
-    let mut found: Vec<Vec<(u64, u32)>> = vec![Vec::new(); chunk.len()];
+    // (query, fingerprint, distance)
+    let mut hits: Vec<(u32, u64, u32)> = Vec::new();
     for &t in tables {
         let spec = &shared.plan.tables()[t % state.per_level];
-        let mut order: Vec<(u64, usize)> = chunk
+        let order = by_prefix(spec, chunk);
+        let queries: Vec<u64> = order
             .iter()
-            .enumerate()
-            .map(|(i, &fp)| (spec.permutation.apply(fp), i))
+            .map(|&i| spec.permutation.apply(chunk[i as usize]))
             .collect();
-        order.sort_unstable();
-        let ranges: Vec<(u64, u64)> = order.iter().map(|&(q, _)| spec.prefix_range(q)).collect();
+        let ranges: Vec<(u64, u64)> = queries.iter().map(|&q| spec.prefix_range(q)).collect();
         let mut near = Vec::new();
         state.tables[t].scan_sorted(&ranges, |r, run| {
-            // Hits land in `found` at random query positions: ask for the
-            // list header of a query a few ranges ahead, and for the
-            // buffer of one whose header was asked for earlier, so a hit's
-            // push does not wait for memory.
-            if let Some(&(_, j)) = order.get(r + 2 * FOUND_AHEAD) {
-                crate::table::prefetch(std::slice::from_ref(&found[j]));
-            }
-            if let Some(&(_, j)) = order.get(r + FOUND_AHEAD) {
-                crate::table::prefetch(&found[j][..found[j].len().min(1)]);
-            }
-            let (q, i) = order[r];
             near.clear();
-            crate::simd::near::near(run, q, k, &mut near);
+            crate::simd::near::near(run, queries[r], k, &mut near);
             for &(p, d) in &near {
                 let x = spec.permutation.invert(p);
                 if !state.tombstones.contains(&x) {
-                    found[i].push((x, d));
+                    hits.push((order[r], x, d));
                 }
             }
         })?;
         // Pending fingerprints are probed with level 0's tables.
-        if t >= state.per_level {
+        if t >= state.per_level || state.pending.len() == 0 {
             continue;
         }
-        for (r, &(q, i)) in order.iter().enumerate() {
+        for (r, (&q, &i)) in queries.iter().zip(&order).enumerate() {
             let (lo, hi) = ranges[r];
             for p in state.pending.range(t, lo, hi) {
                 let d = (p ^ q).count_ones();
                 if d <= k {
-                    found[i].push((spec.permutation.invert(p), d));
+                    hits.push((i, spec.permutation.invert(p), d));
                 }
             }
         }
     }
+    let mut counts = vec![0usize; chunk.len()];
+    for &(i, ..) in &hits {
+        counts[i as usize] += 1;
+    }
+    let mut found: Vec<Vec<(u64, u32)>> = counts.into_iter().map(Vec::with_capacity).collect();
+    for (i, x, d) in hits {
+        found[i as usize].push((x, d));
+    }
     Ok(found)
+}
+
+/// The indexes of `chunk` (at most 2^32 queries) in the order of their
+/// permuted prefixes under `spec`: the order a sorted pass visits their
+/// runs in. The prefix and the index are packed in one key (the index in
+/// the bits below the prefix) and sorted by a radix pass
+/// ([`sorted_keys`](super::sort::sorted_keys)) when both fit in 64 bits,
+/// by comparison otherwise.
+fn by_prefix(spec: &crate::plan::TableSpec, chunk: &[u64]) -> Vec<u32> {
+    debug_assert!(u32::try_from(chunk.len()).is_ok());
+    let index_bits = usize::BITS - chunk.len().leading_zeros();
+    if u32::from(spec.prefix_bits) + index_bits <= 64 {
+        // The permuted value with the bits below its prefix replaced by
+        // the index.
+        let indexes: Vec<u32> = (0..chunk.len() as u32).collect();
+        let key = |&i: &u32| {
+            spec.prefix_range(spec.permutation.apply(chunk[i as usize]))
+                .0
+                | u64::from(i)
+        };
+        let mask = (1u64 << index_bits) - 1;
+        return super::sort::sorted_keys(&indexes, key)
+            .into_iter()
+            .map(|key| (key & mask) as u32)
+            .collect();
+    }
+    let mut order: Vec<(u64, u32)> = chunk
+        .iter()
+        .enumerate()
+        .map(|(i, &fp)| (spec.permutation.apply(fp), i as u32))
+        .collect();
+    order.sort_unstable();
+    order.into_iter().map(|(_, i)| i).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::plan::Plan;
+    use crate::test_rng::TestRng;
+
+    /// Both orders (the packed radix keys, and the comparison sort when
+    /// prefix and index do not fit in one word) visit every query once,
+    /// by increasing permuted prefix.
+    #[test]
+    fn queries_come_in_the_order_of_their_prefixes() {
+        let mut rng = TestRng::new(5);
+        for (k, r) in [(0u8, 1u8), (1, 2), (3, 4), (3, 6), (4, 8)] {
+            let plan = Plan::new(k, r).unwrap();
+            for n in [0usize, 1, 7, 1000, 100_000] {
+                // Repeats and near neighbours, as batches have.
+                let chunk: Vec<u64> = (0..n)
+                    .map(|i| {
+                        if i % 5 == 4 {
+                            rng.next_u64() >> 20
+                        } else {
+                            rng.next_u64()
+                        }
+                    })
+                    .collect();
+                for spec in plan.tables() {
+                    let order = by_prefix(spec, &chunk);
+                    let mut seen = order.clone();
+                    seen.sort_unstable();
+                    assert!(seen.iter().copied().eq(0..n as u32), "plan {k}/{r} n {n}");
+                    let prefixes: Vec<u64> = order
+                        .iter()
+                        .map(|&i| {
+                            spec.prefix_range(spec.permutation.apply(chunk[i as usize]))
+                                .0
+                        })
+                        .collect();
+                    assert!(
+                        prefixes.windows(2).all(|w| w[0] <= w[1]),
+                        "plan {k}/{r} n {n}"
+                    );
+                }
+            }
+        }
+    }
 }

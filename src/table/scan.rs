@@ -124,8 +124,12 @@ impl TableState {
         let mut cache: VecDeque<Vec<u64>> = VecDeque::new();
         let mut spare: Vec<Vec<u64>> = Vec::new();
         let mut cache_start = 0usize;
+        // The block of the previous range's low end: the next one's is
+        // usually that block or one a step or two after it.
+        let mut at: Option<usize> = None;
         for (r, &(lo, hi)) in ranges.iter().enumerate() {
-            let start = self.directory.locate(&self.keys, lo).unwrap_or(0);
+            let start = self.sorted_start(at, lo);
+            at = Some(start);
             while cache_start < start && !cache.is_empty() {
                 spare.extend(cache.pop_front());
                 cache_start += 1;
@@ -150,6 +154,24 @@ impl TableState {
             }
         }
         Ok(())
+    }
+
+    /// The block holding the last key at most `lo` (0 when there is
+    /// none), given `from`, that block for a lower `lo` (ranges sorted by
+    /// their low ends): a few steps forward from it, or a search.
+    #[inline(always)]
+    fn sorted_start(&self, from: Option<usize>, lo: u64) -> usize {
+        /// Steps forward tried before searching.
+        const STEPS: usize = 4;
+        if let Some(mut j) = from {
+            for _ in 0..STEPS {
+                match self.keys.get(j + 1) {
+                    Some(&next) if next <= lo => j += 1,
+                    _ => return j,
+                }
+            }
+        }
+        self.directory.locate(&self.keys, lo).unwrap_or(0)
     }
 
     /// Where the table holds the permuted fingerprint `x`: its block and
