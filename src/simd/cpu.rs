@@ -49,7 +49,7 @@ pub fn wide_popcount() -> bool {
 }
 
 /// Whether [`lows`](super::lows)'s AVX-512 loop (a byte permutation,
-/// VPERMB, then VPOPCNTQ on eight low parts at a time) may run here.
+/// VPERMB, then VPOPCNTD on 16 signatures at a time) may run here.
 #[inline]
 pub fn wide_lows() -> bool {
     static LOWS: OnceLock<bool> = OnceLock::new();

@@ -1,13 +1,18 @@
 //! A block's fingerprints as queries read them in memory, in the
 //! Elias-Fano form: each fingerprint's offset from the block's first (with
 //! that one's `low` lowest bits cleared) is split into `low` bits, stored
-//! in a fixed number of bits back to back, and the rest (`high`), stored
-//! in unary in a small bit vector (offset `i` sets bit `high + i`). A
-//! probe finds its place from the bit vector (which zero starts its high
-//! part) without decoding anything before it. A value's low part is its
-//! own low bits, so a near scan tests those against the query's first
-//! (a shift, a mask and a popcount a value, eight at a time with AVX-512)
-//! and reads the rare value that passes in full.
+//! in a fixed number of bits, and the rest (`high`), stored in unary in a
+//! small bit vector (offset `i` sets bit `high + i`). A probe finds its
+//! place from the bit vector (which zero starts its high part) without
+//! decoding anything before it.
+//!
+//! The low parts are kept in two arrays: their top 24 bits (the
+//! *signatures*, three bytes a value; the whole low part when it is
+//! narrower) and the bits below those, back to back. A value's low part
+//! is its own low bits, so a near scan tests the signatures against the
+//! query's (a popcount a value, 16 at a time with AVX-512) and reads the
+//! rare value that passes in full: a scan reads three bytes a value
+//! instead of the whole low part (five at 10M fingerprints a table).
 //!
 //! Memory only, never stored: built from a block that decoded cleanly, or
 //! from the fingerprints a merge encodes. It takes `low + 2..3` bits a
@@ -19,10 +24,17 @@ use std::sync::Arc;
 
 use zerocopy::IntoBytes;
 
-/// Blocks whose low parts are narrower than this are scanned value by
-/// value, high part and all: their low parts' distance from a query's
-/// would rule out too few values.
+/// Blocks whose low parts are narrower than this have no signatures and
+/// are scanned value by value, high part and all: their low parts'
+/// distance from a query's would rule out too few values.
 const LOWS_MIN_BITS: u32 = 16;
+
+/// Bits of a signature at most: the top bits of a low part, scanned
+/// first (with 24, a random value passes a distance of 3 once in 7,000).
+const SIG_BITS: u32 = 24;
+
+/// Bytes a signature takes.
+const SIG_BYTES: usize = 3;
 
 /// Low parts are at most this wide, so one 8-byte load reads any of them
 /// (a high part is then below 2^8).
@@ -39,9 +51,13 @@ pub struct Packed {
     low_bits: u32,
     /// Words of the high parts' bit vector at the start of `words`.
     upper_words: u32,
-    /// The high parts' bit vector, then the low parts (little-endian bit
-    /// order), then a spare word so every low part can be read with one
-    /// 8-byte load.
+    /// Words of the signatures after it (0 when the low parts are
+    /// narrower than [`LOWS_MIN_BITS`]).
+    sig_words: u32,
+    /// The high parts' bit vector, then the signatures (three bytes,
+    /// little-endian), then the low parts' remaining bits (little-endian
+    /// bit order), then a spare word so every remainder can be read with
+    /// one 8-byte load.
     words: Arc<[u64]>,
 }
 
@@ -89,22 +105,36 @@ impl Packed {
         };
         let mask = (1u64 << low_bits) - 1;
         let base = first & !mask;
+        let sig_bits = sig_bits(low_bits);
+        let rest_bits = low_bits - sig_bits;
+        let rest_mask = (1u64 << rest_bits) - 1;
         let upper_bits = (values.last().map_or(0, |&last| last - base) >> low_bits) as usize + n;
         let upper_words = upper_bits.div_ceil(64);
-        let lower_words = (n * low_bits as usize).div_ceil(64);
+        let sig_words = if sig_bits == 0 {
+            0
+        } else {
+            (n * SIG_BYTES).div_ceil(8)
+        };
+        let rest_words = (n * rest_bits as usize).div_ceil(64);
         // Collected straight into its shared allocation (no Vec to copy
         // from), then filled in place: nothing else holds it yet.
         let mut shared: Arc<[u64]> =
-            std::iter::repeat_n(0, upper_words + lower_words + 1).collect();
+            std::iter::repeat_n(0, upper_words + sig_words + rest_words + 1).collect();
         let words = Arc::get_mut(&mut shared).unwrap_or_else(|| unreachable!());
-        // Low bits not yet written, the lowest first.
-        let (mut pending, mut filled, mut at) = (0u128, 0u32, upper_words);
+        // Remainder bits not yet written, the lowest first.
+        let (mut pending, mut filled, mut at) = (0u128, 0u32, upper_words + sig_words);
         for (i, &v) in values.iter().enumerate() {
             let offset = v - base;
             let bit = (offset >> low_bits) as usize + i;
             words[bit / 64] |= 1 << (bit % 64);
-            pending |= u128::from(offset & mask) << filled;
-            filled += low_bits;
+            if sig_bits > 0 {
+                let sig = (offset & mask) >> rest_bits;
+                let bytes = words[upper_words..upper_words + sig_words].as_mut_bytes();
+                bytes[i * SIG_BYTES..(i + 1) * SIG_BYTES]
+                    .copy_from_slice(&sig.to_le_bytes()[..SIG_BYTES]);
+            }
+            pending |= u128::from(offset & rest_mask) << filled;
+            filled += rest_bits;
             if filled >= 64 {
                 words[at] = pending as u64;
                 at += 1;
@@ -120,6 +150,7 @@ impl Packed {
             count: n as u32,
             low_bits,
             upper_words: upper_words as u32,
+            sig_words: sig_words as u32,
             words: shared,
         }
     }
@@ -146,27 +177,55 @@ impl Packed {
         &self.words[..self.upper_words as usize]
     }
 
-    /// The low parts' bytes.
+    /// The signatures' bytes (three a value; none when there are none).
     #[inline(always)]
-    fn lower(&self) -> &[u8] {
-        self.words[self.upper_words as usize..].as_bytes()
+    fn sigs(&self) -> &[u8] {
+        let from = self.upper_words as usize;
+        self.words[from..from + self.sig_words as usize].as_bytes()
     }
 
-    /// The memory a scan of values `from..to` reads: the bit vector and
-    /// those values' low parts (for prefetching).
+    /// The low parts' remaining bits, as bytes.
+    #[inline(always)]
+    fn rest(&self) -> &[u8] {
+        self.words[(self.upper_words + self.sig_words) as usize..].as_bytes()
+    }
+
+    /// Bits of each low part kept in `rest`.
+    #[inline(always)]
+    fn rest_bits(&self) -> u32 {
+        self.low_bits - sig_bits(self.low_bits)
+    }
+
+    /// The memory a scan of values `from..to` reads first: the bit vector
+    /// and those values' signatures (their low parts when there are no
+    /// signatures), for prefetching.
     #[inline(always)]
     pub fn regions(&self, from: usize, to: usize) -> (&[u64], &[u8]) {
-        let lower = self.lower();
-        let bits = self.low_bits as usize;
-        let a = (from * bits / 8).min(lower.len());
-        let b = (to * bits).div_ceil(8).clamp(a, lower.len());
-        (self.upper(), &lower[a..b])
+        let (bytes, bits) = if self.sig_words > 0 {
+            (self.sigs(), 8 * SIG_BYTES)
+        } else {
+            (self.rest(), self.low_bits as usize)
+        };
+        let a = (from * bits / 8).min(bytes.len());
+        let b = (to * bits).div_ceil(8).clamp(a, bytes.len());
+        (self.upper(), &bytes[a..b])
     }
 
     /// Value `index`'s low part.
     #[inline(always)]
-    fn low(lower: &[u8], low_bits: u32, index: usize) -> u64 {
-        crate::simd::lows::low(lower, low_bits, index)
+    fn low(&self, index: usize) -> u64 {
+        let rest_bits = self.rest_bits();
+        let rest = crate::simd::lows::low(self.rest(), rest_bits, index);
+        if self.sig_words == 0 {
+            return rest;
+        }
+        (u64::from(self.sig(index)) << rest_bits) | rest
+    }
+
+    /// Value `index`'s signature (the block must have signatures).
+    #[inline(always)]
+    fn sig(&self, index: usize) -> u32 {
+        crate::simd::lows::sig(self.sigs(), index)
     }
 
     /// What offsets are from: the first value with its low `low_bits`
@@ -210,13 +269,24 @@ impl Packed {
                 None => return self.end(),
             }
         }
-        // Then step over the values of that high part below `x`.
-        let lower = self.lower();
+        // Then step over the values of that high part below `x`, by
+        // their high parts and signatures (which order them unless equal
+        // to the target's), reading a value's remaining bits only on a tie.
+        let rest_bits = self.rest_bits();
+        let coarse = |offset: u64| offset.checked_shr(rest_bits).unwrap_or(0);
+        let target_coarse = coarse(target);
         while cursor.index() < self.len() {
             let (bit, _) = self.next_one(cursor.bit);
-            let offset = ((bit as u64 - u64::from(cursor.index)) << self.low_bits)
-                | Self::low(lower, self.low_bits, cursor.index());
-            if offset >= target {
+            let high = (bit as u64 - u64::from(cursor.index)) << self.low_bits;
+            let i = cursor.index();
+            let offset_coarse = if self.sig_words > 0 {
+                coarse(high) | u64::from(self.sig(i))
+            } else {
+                coarse(high | self.low(i))
+            };
+            if offset_coarse > target_coarse
+                || (offset_coarse == target_coarse && (high | self.low(i)) >= target)
+            {
                 break;
             }
             cursor = Cursor {
@@ -260,7 +330,6 @@ impl Packed {
             return Scan::Exhausted;
         }
         let upper = self.upper();
-        let lower = self.lower();
         let low_bits = self.low_bits;
         let base = self.base();
         let (found, mut word) = self.next_one(cursor.bit);
@@ -268,7 +337,7 @@ impl Packed {
         let mut bit = found as usize;
         loop {
             let high = (bit - i) as u64;
-            let v = base.wrapping_add((high << low_bits) | Self::low(lower, low_bits, i));
+            let v = base.wrapping_add((high << low_bits) | self.low(i));
             if v > hi {
                 return Scan::PastEnd;
             }
@@ -334,12 +403,15 @@ impl Packed {
             return Scan::Exhausted;
         }
         let end = self.end_of(hi);
-        let lower = self.lower();
-        let w = self.low_bits;
-        let q_low = q & ((1u64 << w) - 1);
+        let q_low = q & ((1u64 << self.low_bits) - 1);
+        let q_sig = (q_low >> self.rest_bits()) as u32;
         for i in start..end.max(start) {
-            let low = Self::low(lower, w, i);
-            if (low ^ q_low).count_ones() <= k && !self.report(i, q, k, &mut near) {
+            let passes = if self.sig_words > 0 {
+                (self.sig(i) ^ q_sig).count_ones() <= k
+            } else {
+                (self.low(i) ^ q_low).count_ones() <= k
+            };
+            if passes && !self.report(i, q, k, &mut near) {
                 return Scan::Stopped;
             }
         }
@@ -363,10 +435,10 @@ impl Packed {
         })
     }
 
-    /// [`scan_near_lows`](Self::scan_near_lows) eight values at a time:
-    /// the loop reads eight low parts (one load and a byte permutation),
-    /// XORs, counts per lane and compares, and only the rare lane within
-    /// `k` is read in full.
+    /// [`scan_near_lows`](Self::scan_near_lows) 16 signatures at a time:
+    /// the loop XORs 16 signatures with the query's, counts per lane and
+    /// compares, and only the rare value whose signature passes is read
+    /// in full.
     ///
     /// # Safety
     /// The processor must have AVX-512F, AVX-512BW, AVX512-VBMI and
@@ -386,19 +458,17 @@ impl Packed {
         if start >= n {
             return Scan::Exhausted;
         }
+        if self.sig_words == 0 {
+            return self.scan_near_lows(cursor, hi, q, k, near);
+        }
         let end = self.end_of(hi);
+        let q_sig = ((q & ((1u64 << self.low_bits) - 1)) >> self.rest_bits()) as u32;
         // SAFETY: the caller's processor has the features `within_wide` is
-        // compiled for (this function's own), and the spare word after
-        // the low parts keeps every low part's 8-byte load inside `lower`.
+        // compiled for (this function's own).
         let stopped = unsafe {
-            crate::simd::lows::within_wide(
-                self.lower(),
-                self.low_bits,
-                (start, end),
-                q,
-                k,
-                |index| self.report(index, q, k, &mut near),
-            )
+            crate::simd::lows::within_wide(self.sigs(), (start, end), q_sig, k, |index| {
+                self.report(index, q, k, &mut near)
+            })
         };
         if stopped {
             return Scan::Stopped;
@@ -452,7 +522,7 @@ impl Packed {
             let ones = word.count_ones() as usize;
             if rank < ones {
                 let bit = w * 64 + select_in_word(word, rank as u32) as usize;
-                let low = Self::low(self.lower(), self.low_bits, index);
+                let low = self.low(index);
                 return Some(
                     self.base()
                         .wrapping_add(((bit - index) as u64) << self.low_bits | low),
@@ -482,6 +552,18 @@ impl Packed {
             out.push(v);
             true
         });
+    }
+}
+
+/// Bits of a signature for low parts of `low_bits`: [`SIG_BITS`] or the
+/// whole low part if narrower, and 0 (no signatures) when it is narrower
+/// than [`LOWS_MIN_BITS`].
+#[inline(always)]
+fn sig_bits(low_bits: u32) -> u32 {
+    if low_bits >= LOWS_MIN_BITS {
+        low_bits.min(SIG_BITS)
+    } else {
+        0
     }
 }
 
