@@ -36,6 +36,10 @@ const SIG_BITS: u32 = 24;
 /// Bytes a signature takes.
 const SIG_BYTES: usize = 3;
 
+/// Runs spanning fewer high parts than this are scanned value by value
+/// ([`Packed::scan_near_short`]).
+const SHORT_RUN: u64 = 8;
+
 /// Low parts are at most this wide, so one 8-byte load reads any of them
 /// (a high part is then below 2^8).
 const MAX_LOW_BITS: u32 = 56;
@@ -370,6 +374,15 @@ impl Packed {
         near: impl FnMut(u64, u32) -> bool,
     ) -> Scan {
         if self.low_bits >= LOWS_MIN_BITS {
+            // High parts the run may span past the cursor's (about one
+            // value each): a short run (a one-table store's header, a
+            // long prefix's) is not worth a vector loop and a search for
+            // its end.
+            let highs = (hi.saturating_sub(self.base()) >> self.low_bits)
+                .saturating_sub(u64::from(cursor.bit - cursor.index));
+            if highs < SHORT_RUN {
+                return self.scan_near_short(cursor, hi, q, k, near);
+            }
             #[cfg(target_arch = "x86_64")]
             if crate::simd::cpu::wide_lows() {
                 // SAFETY: `wide_lows` checked that this processor has
@@ -380,6 +393,59 @@ impl Packed {
             return self.scan_near_lows(cursor, hi, q, k, near);
         }
         self.scan_near_scalar(cursor, hi, q, k, near)
+    }
+
+    /// [`scan_near`](Self::scan_near) value by value from the cursor,
+    /// for runs expected to hold few values: each value is placed by its
+    /// high part and signature, and its other bits are read only when its
+    /// signature passes or they decide whether it lies past `hi`.
+    #[inline(always)]
+    pub fn scan_near_short(
+        &self,
+        cursor: Cursor,
+        hi: u64,
+        q: u64,
+        k: u32,
+        mut near: impl FnMut(u64, u32) -> bool,
+    ) -> Scan {
+        let n = self.len();
+        let mut i = cursor.index();
+        if i >= n {
+            return Scan::Exhausted;
+        }
+        if self.sig_words == 0 {
+            return self.scan_near_scalar(cursor, hi, q, k, near);
+        }
+        let base = self.base();
+        let rest_bits = self.rest_bits();
+        let rest_mask = (1u64 << rest_bits) - 1;
+        let q_sig = ((q & ((1u64 << self.low_bits) - 1)) >> rest_bits) as u32;
+        let mut bit = cursor.bit;
+        loop {
+            let (found, _) = self.next_one(bit);
+            let high = u64::from(found) - i as u64;
+            let sig = self.sig(i);
+            // The value with its remaining bits cleared.
+            let coarse = base.wrapping_add((high << self.low_bits) | (u64::from(sig) << rest_bits));
+            if coarse > hi {
+                return Scan::PastEnd;
+            }
+            if (sig ^ q_sig).count_ones() <= k || coarse | rest_mask > hi {
+                let v = coarse | crate::simd::lows::low(self.rest(), rest_bits, i);
+                if v > hi {
+                    return Scan::PastEnd;
+                }
+                let d = (v ^ q).count_ones();
+                if d <= k && !near(v, d) {
+                    return Scan::Stopped;
+                }
+            }
+            i += 1;
+            if i == n {
+                return Scan::Exhausted;
+            }
+            bit = found + 1;
+        }
     }
 
     /// [`scan_near`](Self::scan_near) by low parts, one value at a time: a
@@ -660,6 +726,12 @@ mod tests {
                         true
                     });
                     prop_assert_eq!((&lows, lows_end), (&want, end));
+                    let mut short = Vec::new();
+                    let short_end = packed.scan_near_short(cursor, hi, q, k, |v, d| {
+                        short.push((v, d));
+                        true
+                    });
+                    prop_assert_eq!((&short, short_end), (&want, end));
                     #[cfg(target_arch = "x86_64")]
                     if crate::simd::cpu::wide_lows() {
                         let mut wide = Vec::new();
