@@ -212,15 +212,10 @@ fn probe_tables(
             .map(|&i| spec.permutation.apply(chunk[i as usize]))
             .collect();
         let ranges: Vec<(u64, u64)> = queries.iter().map(|&q| spec.prefix_range(q)).collect();
-        let mut near = Vec::new();
-        state.tables[t].scan_sorted(&ranges, |r, run| {
-            near.clear();
-            crate::simd::near::near(run, queries[r], k, &mut near);
-            for &(p, d) in &near {
-                let x = spec.permutation.invert(p);
-                if !state.tombstones.contains(&x) {
-                    hits.push((order[r], x, d));
-                }
+        state.tables[t].scan_near_sorted(&ranges, &queries, k, |r, p, d| {
+            let x = spec.permutation.invert(p);
+            if !state.tombstones.contains(&x) {
+                hits.push((order[r], x, d));
             }
         })?;
         // Pending fingerprints are probed with level 0's tables.

@@ -156,6 +156,54 @@ impl TableState {
         Ok(())
     }
 
+    /// Calls `near(r, v, d)` for each of `ranges` (inclusive, sorted by
+    /// their low ends) and each permuted fingerprint `v` in range `r`
+    /// within distance `k` of `queries[r]` (`d` the distance), in order.
+    /// For a table held in memory: each range is scanned in place in its
+    /// packed blocks (by their signatures, as a single query's probe is),
+    /// the ranges' blocks found by stepping forward from the previous
+    /// range's, and nothing is decoded. Otherwise each stored block is
+    /// decoded once for the whole batch ([`scan_sorted`](Self::scan_sorted)).
+    /// Always inlined, so its loops are compiled for the caller's target
+    /// features.
+    #[inline(always)]
+    pub fn scan_near_sorted(
+        &self,
+        ranges: &[(u64, u64)],
+        queries: &[u64],
+        k: u32,
+        mut near: impl FnMut(usize, u64, u32),
+    ) -> Result<()> {
+        debug_assert_eq!(ranges.len(), queries.len());
+        if !self.in_memory() {
+            let mut found = Vec::new();
+            return self.scan_sorted(ranges, |r, run| {
+                found.clear();
+                crate::simd::near::near(run, queries[r], k, &mut found);
+                for &(v, d) in &found {
+                    near(r, v, d);
+                }
+            });
+        }
+        let mut at: Option<usize> = None;
+        for (r, (&(lo, hi), &q)) in ranges.iter().zip(queries).enumerate() {
+            let block = self.sorted_start(at, lo);
+            at = Some(block);
+            if block >= self.keys.len() {
+                continue;
+            }
+            let from = match self.read(block)? {
+                Read::Packed(p) => p.lower_bound(lo),
+                Read::Encoded(..) => Cursor::START,
+            };
+            self.scan_near(ProbeStart { block, from }, lo, hi, q, k, |v, d| {
+                near(r, v, d);
+                true
+            })?;
+        }
+        Ok(())
+    }
+
     /// The block holding the last key at most `lo` (0 when there is
     /// none), given `from`, that block for a lower `lo` (ranges sorted by
     /// their low ends): a few steps forward from it, or a search.
