@@ -202,16 +202,24 @@ fn probe_tables(
     chunk: &[u64],
     k: u32,
 ) -> Result<Vec<Vec<(u64, u32)>>> {
-    // (query, fingerprint, distance)
-    let mut hits: Vec<(u32, u64, u32)> = Vec::new();
+    // (query, fingerprint, distance); about one a query with a match in
+    // each table that finds it.
+    let mut hits: Vec<(u32, u64, u32)> = Vec::with_capacity(chunk.len());
+    // Each table's permuted queries and their ranges, in the table's
+    // order (buffers reused from table to table).
+    let mut queries: Vec<u64> = Vec::with_capacity(chunk.len());
+    let mut ranges: Vec<(u64, u64)> = Vec::with_capacity(chunk.len());
     for &t in tables {
         let spec = &shared.plan.tables()[t % state.per_level];
         let order = by_prefix(spec, chunk);
-        let queries: Vec<u64> = order
-            .iter()
-            .map(|&i| spec.permutation.apply(chunk[i as usize]))
-            .collect();
-        let ranges: Vec<(u64, u64)> = queries.iter().map(|&q| spec.prefix_range(q)).collect();
+        queries.clear();
+        queries.extend(
+            order
+                .iter()
+                .map(|&i| spec.permutation.apply(chunk[i as usize])),
+        );
+        ranges.clear();
+        ranges.extend(queries.iter().map(|&q| spec.prefix_range(q)));
         state.tables[t].scan_near_sorted(&ranges, &queries, k, |r, p, d| {
             let x = spec.permutation.invert(p);
             if !state.tombstones.contains(&x) {
