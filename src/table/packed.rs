@@ -226,6 +226,13 @@ impl Packed {
         (u64::from(self.sig(index)) << rest_bits) | rest
     }
 
+    /// The signature `x` would have in this block: the top bits of its
+    /// low part.
+    #[inline(always)]
+    fn sig_of(&self, x: u64) -> u32 {
+        ((x & ((1u64 << self.low_bits) - 1)) >> self.rest_bits()) as u32
+    }
+
     /// Value `index`'s signature (the block must have signatures).
     #[inline(always)]
     fn sig(&self, index: usize) -> u32 {
@@ -419,7 +426,7 @@ impl Packed {
         let base = self.base();
         let rest_bits = self.rest_bits();
         let rest_mask = (1u64 << rest_bits) - 1;
-        let q_sig = ((q & ((1u64 << self.low_bits) - 1)) >> rest_bits) as u32;
+        let q_sig = self.sig_of(q);
         let mut bit = cursor.bit;
         loop {
             let (found, _) = self.next_one(bit);
@@ -448,9 +455,10 @@ impl Packed {
         }
     }
 
-    /// [`scan_near`](Self::scan_near) by low parts, one value at a time: a
-    /// value's low part is its own low `low_bits` bits (offsets are from
-    /// `base`, whose low bits are zero), so their distance from `q`'s is a
+    /// [`scan_near`](Self::scan_near) by signatures (by whole low parts
+    /// in a block without them), one value at a time: a value's low part
+    /// is its own low `low_bits` bits (offsets are from `base`, whose low
+    /// bits are zero), so the distance of its top bits from `q`'s is a
     /// lower bound of the value's; only a value that passes it is read in
     /// full (its high part found by a select). The run's end is found
     /// first, by a search for the first value above `hi`.
@@ -470,7 +478,7 @@ impl Packed {
         }
         let end = self.end_of(hi);
         let q_low = q & ((1u64 << self.low_bits) - 1);
-        let q_sig = (q_low >> self.rest_bits()) as u32;
+        let q_sig = self.sig_of(q);
         for i in start..end.max(start) {
             let passes = if self.sig_words > 0 {
                 (self.sig(i) ^ q_sig).count_ones() <= k
@@ -528,7 +536,7 @@ impl Packed {
             return self.scan_near_lows(cursor, hi, q, k, near);
         }
         let end = self.end_of(hi);
-        let q_sig = ((q & ((1u64 << self.low_bits) - 1)) >> self.rest_bits()) as u32;
+        let q_sig = self.sig_of(q);
         // SAFETY: the caller's processor has the features `within_wide` is
         // compiled for (this function's own).
         let stopped = unsafe {
