@@ -374,3 +374,10 @@ fn damaged_streams_are_answered_as_the_checked_decoder_does() {
     }
     assert!(errors > 3, "too few flips the checked decoder rejects");
 }
+
+/// A block's slot stays within one cache line: a probe reads it with one
+/// miss (a wider packed form or slot would add a second).
+#[test]
+fn a_slot_fits_a_cache_line() {
+    assert!(std::mem::size_of::<super::state::Slot>() <= 64);
+}
