@@ -25,7 +25,13 @@ impl Directory {
     pub fn new(keys: &[u64]) -> Self {
         let buckets = (keys.len() / KEYS_PER_BUCKET).max(1);
         let bits = usize::BITS - (buckets - 1).leading_zeros();
-        let bits = bits.min(24);
+        Self::with_bits(keys, bits.min(24))
+    }
+
+    /// The directory of sorted `keys` over their top `bits` bits (at most
+    /// 32: `2^bits + 1` entries of 4 bytes).
+    pub fn with_bits(keys: &[u64], bits: u32) -> Self {
+        debug_assert!(bits <= 32);
         let mut starts = vec![0u32; (1usize << bits) + 1].into_boxed_slice();
         let mut at = 0usize;
         for (b, start) in starts.iter_mut().enumerate() {
@@ -46,6 +52,14 @@ impl Directory {
     #[inline]
     pub fn locate(&self, keys: &[u64], target: u64) -> Option<usize> {
         locate_within(keys, self.range(target), target)
+    }
+
+    /// The index range of `keys` (those the directory was built from)
+    /// whose top bits are `target`'s.
+    #[inline]
+    pub fn bucket(&self, target: u64) -> std::ops::Range<usize> {
+        let b = bucket(target, self.bits);
+        self.starts[b] as usize..self.starts[b + 1] as usize
     }
 
     /// The index range of `keys` (those the directory was built from)

@@ -27,6 +27,7 @@
 //! # Ok::<(), simstore::Error>(())
 //! ```
 
+use crate::index::Directory;
 use crate::plan::{Plan, TableSpec};
 use crate::Result;
 
@@ -230,10 +231,9 @@ pub struct JoinIndex {
 #[derive(Debug, Clone)]
 struct Directed {
     sorted: Vec<u64>,
-    /// `64 −` the directory's bits.
-    shift: u32,
-    /// `starts[b]`: the first position whose top bits are at least `b`.
-    starts: Vec<u32>,
+    /// Where each value of their top bits starts, over no more bits than
+    /// the table's prefix (so a prefix run lies in one bucket).
+    directory: Directory,
 }
 
 /// The widest directory: 2^24 + 1 entries of 4 bytes.
@@ -245,27 +245,15 @@ impl Directed {
         let bits = wanted
             .min(u32::from(spec.prefix_bits).max(1))
             .min(MAX_DIRECTORY_BITS);
-        let shift = 64 - bits;
-        let mut starts = vec![0u32; (1usize << bits) + 1];
-        for &x in &sorted {
-            starts[(x >> shift) as usize + 1] += 1;
-        }
-        for b in 1..starts.len() {
-            starts[b] += starts[b - 1];
-        }
-        Self {
-            sorted,
-            shift,
-            starts,
-        }
+        let directory = Directory::with_bits(&sorted, bits);
+        Self { sorted, directory }
     }
 
     /// The fingerprints between `lo` and `hi`, which share their top
     /// directory bits (the directory is never wider than the prefix).
     #[inline]
     fn run(&self, lo: u64, hi: u64) -> &[u64] {
-        let b = (lo >> self.shift) as usize;
-        let bucket = &self.sorted[self.starts[b] as usize..self.starts[b + 1] as usize];
+        let bucket = &self.sorted[self.directory.bucket(lo)];
         let start = bucket.partition_point(|&x| x < lo);
         let end = start + bucket[start..].partition_point(|&x| x <= hi);
         &bucket[start..end]
