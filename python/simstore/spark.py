@@ -339,11 +339,19 @@ def _task_groups(fps: "DataFrame", k: int, hot_key_rows: Optional[int] = None) -
     return [r["count"] for r in counts]
 
 
-def _units(rows: "pd.DataFrame", j: Join, hot: dict):
-    """The groups a task compares, with their pairs of distinct
-    fingerprints: ``(table, rows, first, (a, b, distance))``, ``first``
-    telling whether the group is the one that reports pairs of rows
-    sharing a fingerprint (table 0, or a hot key's chunk against itself)."""
+def _units(batches: Iterator["pd.DataFrame"], k: int, blocks: int, hot: dict):
+    """The groups a task compares (its input batches, the rows routed to
+    it), with their pairs of distinct fingerprints: ``(table, rows, first,
+    (a, b, distance))``, ``first`` telling whether the group is the one
+    that reports pairs of rows sharing a fingerprint (table 0, or a hot
+    key's chunk against itself)."""
+    import pandas as pd
+
+    frames = list(batches)
+    if not frames:
+        return
+    rows = pd.concat(frames, ignore_index=True)
+    j = Join(k, blocks=blocks)
     plain = rows[rows["sub"] == 0]
     for t, group in plain.groupby("t", sort=False):
         yield int(t), group, int(t) == 0, j.self_pairs(_u64(group["fp"]), int(t))
@@ -374,11 +382,7 @@ def _pairs_long(
     routed, k, blocks, hot = _route(fps, k, blocks, partitions, hot_key_rows)
 
     def task(batches: Iterator["pd.DataFrame"]) -> Iterator["pd.DataFrame"]:
-        frames = list(batches)
-        if not frames:
-            return
-        j = Join(k, blocks=blocks)
-        for _, _, _, (a, b, d) in _units(pd.concat(frames, ignore_index=True), j, hot):
+        for _, _, _, (a, b, d) in _units(batches, k, blocks, hot):
             if len(a):
                 yield pd.DataFrame({"a": _i64(a), "b": _i64(b), "distance": d.astype(np.int32)})
 
@@ -400,11 +404,7 @@ def _pairs_ids(
     routed, k, blocks, hot = _route(rows, k, blocks, partitions, hot_key_rows, with_ids=True)
 
     def task(batches: Iterator["pd.DataFrame"]) -> Iterator["pd.DataFrame"]:
-        frames = list(batches)
-        if not frames:
-            return
-        j = Join(k, blocks=blocks)
-        for _, group, first, (a, b, d) in _units(pd.concat(frames, ignore_index=True), j, hot):
+        for _, group, first, (a, b, d) in _units(batches, k, blocks, hot):
             members = group[["fp", "id"]]
             if len(a):
                 pairs = pd.DataFrame({"fp": _i64(a), "b": _i64(b), "distance": d.astype(np.int32)})
