@@ -48,11 +48,13 @@ pub(crate) fn compact(shared: &Shared) -> Result<CompactionReport> {
 pub(crate) fn compact_due(shared: &Shared) -> Result<CompactionReport> {
     let _one_at_a_time = shared.locks.merging();
     let mut total = CompactionReport::default();
+    let mut rewrote_level_0 = false;
     // A merge makes the next one due at most once per level; the bound
     // only guards against a policy that would not settle.
     for _ in 0..4 * super::levels::LEVELS {
         shared.check_writable()?;
         let Some(job) = shared.due_job() else { break };
+        rewrote_level_0 |= job.target == 0;
         let report = run(shared, &job)?;
         total.merged += report.merged;
         total.removed += report.removed;
@@ -62,7 +64,12 @@ pub(crate) fn compact_due(shared: &Shared) -> Result<CompactionReport> {
             break;
         }
     }
-    super::memory::release_free_memory(shared);
+    // Merges into the smaller levels free little, and the next ones reuse
+    // it; trimming after each (every merge threshold of writes) would hold
+    // the allocator's locks against the writers for nothing.
+    if rewrote_level_0 {
+        super::memory::release_free_memory(shared);
+    }
     Ok(total)
 }
 

@@ -8,7 +8,7 @@ use super::shared::Shared;
 /// not call it unasked).
 ///
 /// Called after work that frees much at once: the warming (blocks read
-/// twice while it ran, the scans' buffers) and every merge commit (the
+/// twice while it ran, the scans' buffers) and every merge into level 0 (the
 /// replaced tables, the merge's buffers, the pending sets). glibc keeps
 /// freed memory in the arena of the thread that allocated it, and a store
 /// with many writer threads spreads its pending sets and merges over

@@ -451,8 +451,11 @@ fn load(dir: &Path, db: Db, manifest: Manifest, options: &Options) -> Result<Sha
     let states = super::parallel::map_indexed(tables, threads, |t| {
         let codes = Arc::new(Codebook::from_codes(codes[t].clone()));
         // Only level 0 stays on disk: the other levels hold at most a
-        // seventh of the fingerprints, and every write probes them.
-        let on_disk = on_disk && t < per_level;
+        // seventh of the fingerprints, and every write probes them. So does
+        // every write probe level 0's table 0 (the unpermuted one: is the
+        // fingerprint stored?), a block read and decode a write when on
+        // disk; it stays in memory too, unless it is the whole level.
+        let on_disk = on_disk && t < per_level && (t > 0 || per_level == 1);
         if indexed {
             open_table(&db, t, codes, on_disk, &gate)
         } else {

@@ -240,16 +240,16 @@ impl Options {
         self
     }
 
-    /// Whether to return the memory freed by a merge or by the reading of
-    /// blocks into memory to the system, by glibc's `malloc_trim` (default:
-    /// off; no effect on other allocators). glibc keeps freed memory in
-    /// the arena of the thread that allocated it, so a process with many
-    /// writer threads can hold about twice the memory the store uses
-    /// (incremental ingest into a 10M store with 64 writers: 2.4 GB of
-    /// RSS without, 1.35 GB with it, for 0.25 GB of tables). The trim
-    /// acts on the whole process and takes milliseconds to a few hundred
-    /// at 10M, so it is the embedding program's choice; the `simstore`
-    /// command turns it on.
+    /// Whether to return the memory freed by a merge into level 0, a bulk
+    /// load or the reading of blocks into memory to the system, by glibc's
+    /// `malloc_trim` (default: off; no effect on other allocators). glibc
+    /// keeps freed memory in the arena of the thread that allocated it, so
+    /// a process with many writer threads can hold about twice the memory
+    /// the store uses (incremental ingest into a 10M store with 64
+    /// writers: 2.4 GB of RSS without, 1.35 GB with it, for 0.25 GB of
+    /// tables). The trim acts on the whole process and takes milliseconds
+    /// to a few hundred at 10M, so it is the embedding program's choice;
+    /// the `simstore` command turns it on.
     pub fn trim_allocator(mut self, trim: bool) -> Self {
         self.trim_allocator = trim;
         self
