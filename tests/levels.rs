@@ -276,3 +276,109 @@ fn max_pending_below_the_threshold_does_not_stall_writers() {
     assert!(store.stats().pending <= 80);
     assert_eq!(store.stats().fingerprints, 500);
 }
+
+/// Writes made while a merge into level 0 runs (after its snapshot,
+/// before its commit, which redoes the overlay's part they changed) are
+/// all kept, ids included: new fingerprints, new ids of fingerprints in
+/// level 0 and in the levels moving into it, pairs and whole fingerprints
+/// deleted from both, re-inserts; across reopen too.
+#[test]
+fn writes_made_while_a_merge_into_level_0_runs_are_kept() {
+    use std::time::Duration;
+    for (seed, data) in [
+        (41, random(2600, &mut Rng(41))),
+        (42, clustered(2600, &mut Rng(42))),
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s");
+        let options = Options::new()
+            .block_size(64)
+            .merge_threshold(40)
+            .manual_compaction(true)
+            .durability(simstore::Durability::Buffered)
+            .merge_commit_delay(Duration::from_millis(500));
+        let store = Store::create(&path, &options).unwrap();
+        let mut rng = Rng(seed);
+        let mut model = Model::default();
+        let (bulk, rest) = data.split_at(1600);
+        let (small, late) = rest.split_at(800);
+        let pairs: Vec<(u64, u64)> = bulk.iter().map(|&fp| (fp, fp % 1000)).collect();
+        store.insert_many(&pairs).unwrap();
+        for &(fp, id) in &pairs {
+            model.insert(fp, Some(id));
+        }
+        // The last 40 are flushed into level 1 on their own (the ones
+        // before may have gone on into level 0).
+        for (i, &fp) in small.iter().enumerate() {
+            model.insert(fp, Some(5000 + i as u64));
+            store.insert(fp, 5000 + i as u64).unwrap();
+            if i % 40 == 39 && i + 1 < small.len() {
+                store.merge_due().unwrap();
+            }
+        }
+        store.merge_due().unwrap();
+        assert!(levels_held(&store) >= 2, "{:?}", store.stats().levels);
+        let qs = queries(&data, 120, &mut rng);
+        std::thread::scope(|s| {
+            let merge = s.spawn(|| store.compact().unwrap());
+            std::thread::sleep(Duration::from_millis(100));
+            let mut next_id = 10_000u64;
+            let mut id = || {
+                next_id += 1;
+                next_id
+            };
+            for (i, &fp) in late.iter().enumerate() {
+                let id = id();
+                model.insert(fp, Some(id));
+                store.insert(fp, id).unwrap();
+                // Pending ones change again.
+                if i % 7 == 0 {
+                    model.delete(fp, id);
+                    store.delete(fp, id).unwrap();
+                }
+            }
+            for (i, &fp) in bulk.iter().chain(small).enumerate().step_by(9) {
+                match i % 4 {
+                    0 => {
+                        let id = id();
+                        model.insert(fp, Some(id));
+                        store.insert(fp, id).unwrap();
+                    }
+                    1 => {
+                        if let Some(&id) = model.fps.get(&fp).and_then(|ids| ids.iter().next()) {
+                            model.delete(fp, id);
+                            store.delete(fp, id).unwrap();
+                        }
+                    }
+                    2 => {
+                        model.delete_fingerprint(fp);
+                        store.delete_fingerprint(fp).unwrap();
+                    }
+                    _ => {
+                        model.delete_fingerprint(fp);
+                        store.delete_fingerprint(fp).unwrap();
+                        let id = id();
+                        model.insert(fp, Some(id));
+                        store.insert(fp, id).unwrap();
+                    }
+                }
+            }
+            assert!(
+                !merge.is_finished(),
+                "the writes ran while the merge waited"
+            );
+            merge.join().unwrap();
+        });
+        check_store(&store, &model, &qs);
+        check_batch(&store, &model, &qs);
+        verified(&store);
+        assert_eq!(store.stats().ids, model.ids());
+        drop(store);
+        let store = Store::open(&path, &Options::new()).unwrap();
+        check_store(&store, &model, &qs);
+        verified(&store);
+        store.compact().unwrap();
+        check_store(&store, &model, &qs);
+        verified(&store);
+    }
+}

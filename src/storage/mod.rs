@@ -118,11 +118,14 @@ pub fn db_error(context: &'static str) -> impl Fn(rocksdb::Error) -> Error {
 }
 
 /// Options of the families holding one key per pending or tombstoned
-/// fingerprint (`pending`, `tombstones`). They are only written and
-/// scanned whole, never read by key, so their memtables are vectors
+/// fingerprint or per pair outside the id blocks (`pending`,
+/// `tombstones`, `ids`). They are only written and scanned whole (at
+/// open and by `verify`), never read by key, so their memtables are vectors
 /// (an insert is an append; a scan sorts once) instead of skip lists:
 /// replaying a crashed store's log inserts every pending fingerprint
-/// again, and skip-list inserts of random keys were most of that time.
+/// again, and skip-list inserts of random keys were most of that time; a
+/// merge into level 0 deletes the pairs of every fingerprint it moves
+/// there, under the commit lock.
 /// Nor do their table files need Bloom filters (building one for a
 /// million keys was a fifth of flushing a recovered log).
 fn log_family_options(family: &DbOptions) -> DbOptions {
@@ -138,7 +141,13 @@ fn descriptors(names: Vec<String>, family: &DbOptions) -> Vec<ColumnFamilyDescri
     names
         .into_iter()
         .map(|n| {
-            let options = if n == keys::PENDING_FAMILY || n == keys::TOMBSTONES_FAMILY {
+            let options = if [
+                keys::PENDING_FAMILY,
+                keys::TOMBSTONES_FAMILY,
+                keys::IDS_FAMILY,
+            ]
+            .contains(&n.as_str())
+            {
                 log.clone()
             } else {
                 family.clone()

@@ -106,7 +106,7 @@ pub(crate) fn insert_bulk<E: super::Entry>(shared: &Shared, pairs: &[E]) -> Resu
         batch.delete_range_cf(db.family(family)?, &[0u8; 8][..], &[0xffu8; 9][..]);
     }
     let (id_table, overlay, new_ids) =
-        write_ids(shared, &mut batch, &mut outputs, &ids_input, &removes)?;
+        write_ids(shared, &mut batch, &mut outputs, &ids_input, &removes, None)?;
     shared.put_counters(
         &mut batch,
         &records::Counters {

@@ -10,7 +10,7 @@
 use std::sync::Arc;
 
 use super::files::{self, Merged, MergedIds};
-use super::ids::{self, IdBuilder, IdTable, Overlay, Truth};
+use super::ids::{self, Base, IdBuilder, IdTable, Overlay, Reconcile, Reconciled, Truth};
 use super::levels::Job;
 use super::shared::Shared;
 use super::state::Pending;
@@ -101,6 +101,11 @@ fn gather(shared: &Shared, job: &Job) -> Result<Gathered> {
         let mut tombstones: Vec<u64> = state.tombstones.iter().copied().collect();
         tombstones.sort_unstable();
         let with_ids = job.target == 0;
+        if with_ids {
+            // Writes from here on are redone by the commit (see
+            // `write_ids`); the overlay below is their starting point.
+            shared.locks.start_journal();
+        }
         (
             Arc::clone(&state.tables),
             state.per_level,
@@ -157,6 +162,7 @@ fn gather(shared: &Shared, job: &Job) -> Result<Gathered> {
 
 /// Runs one merge (the merge lock held).
 fn run(shared: &Shared, job: &Job) -> Result<CompactionReport> {
+    let _journal = StopJournal(shared);
     let g = gather(shared, job)?;
     let sources_empty = job
         .sources
@@ -175,13 +181,34 @@ fn run(shared: &Shared, job: &Job) -> Result<CompactionReport> {
     };
     let ids = (job.target == 0).then_some(&ids);
     let mut outputs = merge_all(shared, &g.tables, job.target, &g.adds, &g.removes, ids)?;
+    // The overlay's reconciliation, against the snapshot and outside the
+    // commit lock: the commit only corrects it for what was written since.
+    let prepared = match ids {
+        Some(ids) => Some(prepare_ids(&g.tables, &outputs, ids, &g.removes)?),
+        None => None,
+    };
+    if let Some(delay) = shared.options.merge_commit_delay {
+        std::thread::sleep(delay);
+    }
     for &l in &job.sources {
         for t in 0..g.per_level {
             let old = &g.tables[l * g.per_level + t];
             outputs.push((l * g.per_level + t, cleared_output(old)));
         }
     }
-    commit(shared, job, &g, outputs, ids)
+    commit(shared, job, &g, outputs, ids.zip(prepared))
+}
+
+/// Stops the journal of writes (see [`Locks::start_journal`]) when a merge
+/// ends, whether or not it committed.
+///
+/// [`Locks::start_journal`]: super::locks::Locks::start_journal
+struct StopJournal<'a>(&'a Shared);
+
+impl Drop for StopJournal<'_> {
+    fn drop(&mut self) {
+        self.0.locks.take_journal();
+    }
 }
 
 /// A table emptied, as a merge output.
@@ -209,6 +236,32 @@ pub(crate) struct IdsInput<'a> {
     /// and other levels' moving into it), increasing: their ids need no
     /// lookup of an id block.
     pub fresh: &'a [u64],
+}
+
+impl IdsInput<'_> {
+    /// The overlay's reconciliation for the merge of table 0 from `base`
+    /// into `new0` with these ids, its new id blocks `written`, `folded`
+    /// the fingerprints whose overlay entries they took in.
+    fn reconcile<'r>(
+        &'r self,
+        base: Base<'r>,
+        removes: &'r [u64],
+        folded: &'r [u64],
+        new0: &'r TableState,
+        written: &'r crate::table::Added,
+    ) -> Reconcile<'r> {
+        Reconcile {
+            base,
+            snapshot: self.overlay,
+            extra: self.extra,
+            adds: self.adds0,
+            fresh: self.fresh,
+            removes,
+            folded,
+            new0,
+            written,
+        }
+    }
 }
 
 /// The sorted union of `adds` and `fold` (fingerprints of the tables
@@ -373,18 +426,49 @@ pub(crate) fn write_tables(
     Ok(())
 }
 
+/// The overlay's reconciliation for a merge of level 0 (`outputs` must
+/// start with level 0's table 0, merged from `tables`' with its new id
+/// blocks), as if nothing were written while it ran: computed outside the
+/// commit lock, and corrected under it by [`write_ids`].
+pub(crate) fn prepare_ids(
+    tables: &[TableState],
+    outputs: &[(usize, Merged)],
+    ids: &IdsInput<'_>,
+    removes: &[u64],
+) -> Result<Reconciled> {
+    let (Some(old0), Some((0, first))) = (tables.first(), outputs.first()) else {
+        return Err(crate::Error::InvalidArgument(
+            "id blocks are written with level 0's table 0".into(),
+        ));
+    };
+    let merged_ids = first.ids.as_ref();
+    let none = crate::table::Added::default();
+    let base = Base {
+        table: old0,
+        ids: ids.table,
+    };
+    let folded = merged_ids.map_or(&[][..], |m| &m.folded[..]);
+    let written = merged_ids.map_or(&none, |m| &m.blocks);
+    ids.reconcile(base, removes, folded, &first.out.state, written)
+        .all(ids.overlay)
+}
+
 /// Adds table 0's id block changes (`outputs` must start with level 0's
 /// table 0: deletes of its replaced blocks' keys,
 /// the new blocks' id blocks) and the overlay's reconciliation (see
-/// [`ids::reconcile`]) to `batch`, under the commit lock; returns the id
+/// [`ids::Reconcile`]) to `batch`, under the commit lock; returns the id
 /// table and overlay to swap in with the tables, and the pairs the new
-/// id blocks hold that were not stored before.
+/// id blocks hold that were not stored before. With `prepared` (from
+/// [`prepare_ids`]) and the journal of the writes made since the merge's
+/// snapshot, only the fingerprints those writes changed are reconciled
+/// here.
 pub(crate) fn write_ids(
     shared: &Shared,
     batch: &mut crate::storage::Batch,
     outputs: &mut [(usize, Merged)],
     ids: &IdsInput<'_>,
     removes: &[u64],
+    prepared: Option<Reconciled>,
 ) -> Result<(Arc<IdTable>, Overlay, u64)> {
     let db = &shared.db;
     let Some((0, first)) = outputs.first_mut() else {
@@ -415,24 +499,33 @@ pub(crate) fn write_ids(
         .first()
         .ok_or_else(|| crate::Error::InvalidArgument("a store has at least one table".into()))?;
     let table = state.id_table.rebuilt(old0, new0, &written)?;
-    let reconciled = ids::reconcile(
-        &shared.plan,
-        &state,
-        ids.overlay,
-        ids.extra,
-        ids.adds0,
-        ids.fresh,
-        removes,
-        &folded,
-        new0,
-        &written,
-    )?;
+    let base = Base {
+        table: old0,
+        ids: &state.id_table,
+    };
+    let context = ids.reconcile(base, removes, &folded, new0, &written);
+    // The journal holds every fingerprint written since the snapshot: no
+    // write commits while the commit lock is held.
+    let reconciled = match (prepared, shared.locks.take_journal()) {
+        (Some(mut done), Some(changed)) => {
+            let pending = |fp| state.pending.contains(&shared.plan, fp);
+            context.patch(&mut done, &state.overlay, &changed, pending)?;
+            done
+        }
+        _ => context.all(&state.overlay)?,
+    };
     let ids_cf = db.family(keys::IDS_FAMILY)?;
     for (fp, id) in reconciled.deletes {
         batch.delete_cf(ids_cf, keys::id_pair(fp, id));
     }
     for (fp, id, added) in reconciled.puts {
         batch.put_cf(ids_cf, keys::id_pair(fp, id), keys::id_mark(added));
+    }
+    for (fp, id, mark) in reconciled.fixes {
+        match mark {
+            Some(added) => batch.put_cf(ids_cf, keys::id_pair(fp, id), keys::id_mark(added)),
+            None => batch.delete_cf(ids_cf, keys::id_pair(fp, id)),
+        }
     }
     Ok((Arc::new(table), reconciled.overlay, new_pairs))
 }
@@ -466,7 +559,7 @@ fn commit(
     job: &Job,
     g: &Gathered,
     mut outputs: Vec<(usize, Merged)>,
-    ids: Option<&IdsInput<'_>>,
+    ids: Option<(&IdsInput<'_>, Reconciled)>,
 ) -> Result<CompactionReport> {
     let db = &shared.db;
     let plan = &shared.plan;
@@ -482,7 +575,14 @@ fn commit(
     let mut batch = tables_batch(&outputs);
     write_tables(shared, &mut batch, &mut outputs, &mut report)?;
     let id_parts = match ids {
-        Some(ids) => Some(write_ids(shared, &mut batch, &mut outputs, ids, removes)?),
+        Some((ids, prepared)) => Some(write_ids(
+            shared,
+            &mut batch,
+            &mut outputs,
+            ids,
+            removes,
+            Some(prepared),
+        )?),
         None => None,
     };
     let (pending_cf, tomb_cf) = (

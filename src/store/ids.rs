@@ -524,15 +524,39 @@ pub(crate) struct Reconciled {
     /// The overlay of the new state.
     pub overlay: Overlay,
     /// `ids` keys to delete, then keys to put (`true`: added, `false`:
-    /// removed).
+    /// removed), then keys to set in order (`None`: delete), last: the
+    /// corrections of [`Reconcile::patch`].
     pub deletes: Vec<(u64, u64)>,
     pub puts: Vec<(u64, u64, bool)>,
+    pub fixes: Vec<(u64, u64, Option<bool>)>,
 }
 
-/// The overlay once `new0`, table 0 merged from `now`'s with the
+/// Level 0's unpermuted table before a merge and its id blocks: where a
+/// fingerprint's ids in level 0 are read.
+pub(crate) struct Base<'a> {
+    /// Table 0 of level 0 (the identity permutation).
+    pub table: &'a TableState,
+    /// Its id blocks.
+    pub ids: &'a IdTable,
+}
+
+impl Base<'_> {
+    /// The ids of `fp` in its id block (none when the table does not hold
+    /// it), into `out` (replaced).
+    pub fn ids_into(&self, fp: u64, out: &mut Vec<u64>) -> Result<()> {
+        out.clear();
+        if let Some((j, position)) = self.table.position(fp)? {
+            self.ids.ids_into(self.table, j, position, out)?;
+        }
+        Ok(())
+    }
+}
+
+/// A merge of table 0, as the overlay's reconciliation sees it: the
+/// overlay once `new0`, table 0 merged from `base`'s with the
 /// (unpermuted, sorted) `adds` and `removes`, and its new id blocks
 /// (`written`, built from the `snapshot` overlay and `extra` pairs) are
-/// swapped in: for every fingerprint with entries then or now, the
+/// swapped in is, for every fingerprint with entries then or now, the
 /// difference between what it stores now (with `extra`) and what its id
 /// block holds after the merge. Entries folded into new id blocks go;
 /// changes made since the snapshot stay, against the new id blocks.
@@ -543,77 +567,147 @@ pub(crate) struct Reconciled {
 /// every other one keeps its entries as they are, unwritten (the pairs of
 /// other levels' fingerprints and of pending ones, most of the overlay,
 /// are not rewritten by every merge into level 0).
-#[allow(clippy::too_many_arguments)]
-pub(crate) fn reconcile(
-    plan: &crate::plan::Plan,
-    now: &super::state::State,
-    snapshot: &Overlay,
-    extra: &[(u64, u64)],
-    adds: &[u64],
-    fresh: &[u64],
-    removes: &[u64],
-    folded: &[u64],
-    new0: &TableState,
-    written: &Added,
-) -> Result<Reconciled> {
-    let mut fps: Vec<u64> = now
-        .overlay
-        .fingerprints()
-        .chain(snapshot.fingerprints())
-        .collect();
-    fps.sort_unstable();
-    fps.dedup();
-    let mut out = Reconciled {
-        overlay: Overlay::default(),
-        deletes: Vec::new(),
-        puts: Vec::new(),
-    };
-    let mut old_base = Vec::new();
-    for fp in fps {
-        let involved = adds.binary_search(&fp).is_ok()
-            || removes.binary_search(&fp).is_ok()
-            || folded.binary_search(&fp).is_ok()
-            || extra.binary_search_by_key(&fp, |&(f, _)| f).is_ok();
-        if !involved && now.overlay.get(fp) == snapshot.get(fp) {
-            out.overlay.replace(fp, now.overlay.get(fp).to_vec());
-            continue;
+pub(crate) struct Reconcile<'a> {
+    pub base: Base<'a>,
+    pub snapshot: &'a Overlay,
+    pub extra: &'a [(u64, u64)],
+    pub adds: &'a [u64],
+    /// Fingerprints of `adds` known not to be in level 0, increasing.
+    pub fresh: &'a [u64],
+    pub removes: &'a [u64],
+    pub folded: &'a [u64],
+    pub new0: &'a TableState,
+    pub written: &'a Added,
+}
+
+impl Reconcile<'_> {
+    /// The reconciliation against the overlay `now`: every fingerprint
+    /// with entries in `now` or in the snapshot.
+    pub fn all(&self, now: &Overlay) -> Result<Reconciled> {
+        let mut fps: Vec<u64> = now
+            .fingerprints()
+            .chain(self.snapshot.fingerprints())
+            .collect();
+        fps.sort_unstable();
+        fps.dedup();
+        let mut out = Reconciled {
+            overlay: Overlay::default(),
+            deletes: Vec::new(),
+            puts: Vec::new(),
+            fixes: Vec::new(),
+        };
+        let mut scratch = Vec::new();
+        for fp in fps {
+            match self.one(now, fp, &mut scratch)? {
+                None => out.overlay.replace(fp, now.get(fp).to_vec()),
+                Some(entries) => {
+                    out.deletes
+                        .extend(now.get(fp).iter().map(|&(id, _)| (fp, id)));
+                    out.puts
+                        .extend(entries.iter().map(|&(id, added)| (fp, id, added)));
+                    out.overlay.replace(fp, entries);
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// Corrects `done`, [`all`](Self::all) against the snapshot, for
+    /// writes made since: `changed` (increasing) holds every fingerprint
+    /// whose entries `now` may hold otherwise than the snapshot. Each of
+    /// them has every key `done` or `now` gives it deleted, then its
+    /// entries put, in `fixes` (written after `done`'s deletes and puts).
+    ///
+    /// `pending` tells whether a fingerprint is pending now, and so in no
+    /// level's tables: one the merge does not involve keeps its entries
+    /// and keys as `now` has them, the common case (new fingerprints
+    /// written while a merge ran) and one with no key to correct.
+    pub fn patch(
+        &self,
+        done: &mut Reconciled,
+        now: &Overlay,
+        changed: &[u64],
+        pending: impl Fn(u64) -> bool,
+    ) -> Result<()> {
+        let mut scratch = Vec::new();
+        for &fp in changed {
+            // `done` wrote keys only for fingerprints the merge involves.
+            if !self.involves(fp) && (pending(fp) || !rewritten(self.new0, self.written, fp)) {
+                done.overlay.replace(fp, now.get(fp).to_vec());
+                continue;
+            }
+            let entries = match self.one(now, fp, &mut scratch)? {
+                None => now.get(fp).to_vec(),
+                Some(entries) => entries,
+            };
+            let mut stale: Vec<u64> = done
+                .overlay
+                .get(fp)
+                .iter()
+                .chain(now.get(fp))
+                .map(|&(id, _)| id)
+                .collect();
+            stale.sort_unstable();
+            stale.dedup();
+            done.fixes
+                .extend(stale.into_iter().map(|id| (fp, id, None)));
+            done.fixes
+                .extend(entries.iter().map(|&(id, added)| (fp, id, Some(added))));
+            done.overlay.replace(fp, entries);
+        }
+        Ok(())
+    }
+
+    /// Whether the merge adds, removes or folds `fp`, or gives it pairs.
+    fn involves(&self, fp: u64) -> bool {
+        self.adds.binary_search(&fp).is_ok()
+            || self.removes.binary_search(&fp).is_ok()
+            || self.folded.binary_search(&fp).is_ok()
+            || self.extra.binary_search_by_key(&fp, |&(f, _)| f).is_ok()
+    }
+
+    /// `fp`'s entries after the merge, or `None` when they stay as `now`
+    /// has them (`old_base`: scratch space).
+    fn one(
+        &self,
+        now: &Overlay,
+        fp: u64,
+        old_base: &mut Vec<u64>,
+    ) -> Result<Option<Vec<(u64, bool)>>> {
+        if !self.involves(fp) && now.get(fp) == self.snapshot.get(fp) {
+            return Ok(None);
         }
         // A fingerprint moving into level 0 was not in it.
-        let in_old = if fresh.binary_search(&fp).is_ok() {
+        let in_old = if self.fresh.binary_search(&fp).is_ok() {
             old_base.clear();
             false
         } else {
-            now.base_ids(plan, fp, &mut old_base)?;
-            now.in_base(plan, fp)?
+            self.base.ids_into(fp, old_base)?;
+            self.base.table.contains(fp)?
         };
-        let in_new =
-            (in_old && removes.binary_search(&fp).is_err()) || adds.binary_search(&fp).is_ok();
+        let in_new = (in_old && self.removes.binary_search(&fp).is_err())
+            || self.adds.binary_search(&fp).is_ok();
+        let extra = self.extra;
         let from = extra.partition_point(|&(f, _)| f < fp);
         let to = from + extra[from..].partition_point(|&(f, _)| f == fp);
         let with_extra = |ids: &mut Vec<u64>| {
             add_ids(&extra[from..to], ids);
         };
         let mut truth = old_base.clone();
-        now.overlay.apply(fp, &mut truth);
+        now.apply(fp, &mut truth);
         with_extra(&mut truth);
         let new_base = if !in_new {
             Vec::new()
-        } else if rewritten(new0, written, fp) {
+        } else if rewritten(self.new0, self.written, fp) {
             let mut ids = old_base.clone();
-            snapshot.apply(fp, &mut ids);
+            self.snapshot.apply(fp, &mut ids);
             with_extra(&mut ids);
             ids
         } else {
             old_base.clone()
         };
-        let entries = difference(&new_base, &truth);
-        out.deletes
-            .extend(now.overlay.get(fp).iter().map(|&(id, _)| (fp, id)));
-        out.puts
-            .extend(entries.iter().map(|&(id, added)| (fp, id, added)));
-        out.overlay.replace(fp, entries);
+        Ok(Some(difference(&new_base, &truth)))
     }
-    Ok(out)
 }
 
 /// Whether the block of `new0` that holds `fp`'s place is among `written`.

@@ -5,9 +5,9 @@
 //! take the ones after it, never one before it, so no two threads can
 //! each hold a lock the other waits for. The other locks of a handle (the
 //! write queue, a queued request's turn, the health flags, the compactor's
-//! signal, the warming's gate, the time of the last sync) are leaves: no
-//! lock is taken while one of them is held, except a request's turn under
-//! the write queue (queue, then turn). `ARCHITECTURE.md` lists the threads
+//! signal, the warming's gate, the merge journal, the time of the last
+//! sync) are leaves: no lock is taken while one of them is held, except a
+//! request's turn under the write queue (queue, then turn). `ARCHITECTURE.md` lists the threads
 //! that take them.
 
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -17,12 +17,14 @@ use parking_lot::{Mutex, MutexGuard};
 
 use super::options::BUFFERED_SYNC_INTERVAL;
 
-/// The merge lock, the commit lock, the write generation and the time of
-/// the last buffered-mode sync.
+/// The merge lock, the commit lock, the write generation, the journal of
+/// fingerprints written during a merge and the time of the last
+/// buffered-mode sync.
 pub(crate) struct Locks {
     merging: Mutex<()>,
     commit: Mutex<()>,
     generation: AtomicU64,
+    journal: Mutex<Option<Vec<u64>>>,
     last_sync: Mutex<Instant>,
 }
 
@@ -32,6 +34,7 @@ impl Default for Locks {
             merging: Mutex::new(()),
             commit: Mutex::new(()),
             generation: AtomicU64::new(0),
+            journal: Mutex::new(None),
             last_sync: Mutex::new(Instant::now()),
         }
     }
@@ -60,6 +63,35 @@ impl Locks {
     /// Counts a committed write group (under the state's write lock).
     pub fn next_generation(&self) {
         self.generation.fetch_add(1, Ordering::Release);
+    }
+
+    /// Starts the journal: from now on, until [`take_journal`], every
+    /// committed write group records the fingerprints it changed. A merge
+    /// into level 0 starts it (under the state's read lock, with the
+    /// snapshot it merges) so that its commit redoes, under the commit
+    /// lock, only the part of its work that those writes changed.
+    ///
+    /// [`take_journal`]: Self::take_journal
+    pub fn start_journal(&self) {
+        *self.journal.lock() = Some(Vec::new());
+    }
+
+    /// Records fingerprints a write group changed, if the journal runs
+    /// (under the state's write lock, so the journal holds exactly the
+    /// write groups a state read after its start did not see).
+    pub fn record(&self, fps: impl IntoIterator<Item = u64>) {
+        if let Some(journal) = self.journal.lock().as_mut() {
+            journal.extend(fps);
+        }
+    }
+
+    /// Stops the journal and returns what it recorded, increasing and
+    /// distinct (`None` if it was not running).
+    pub fn take_journal(&self) -> Option<Vec<u64>> {
+        let mut fps = self.journal.lock().take()?;
+        fps.sort_unstable();
+        fps.dedup();
+        Some(fps)
     }
 
     /// In buffered mode, whether a write now should be fsynced: the first

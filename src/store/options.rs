@@ -98,6 +98,7 @@ pub struct Options {
     pub(crate) no_warm: bool,
     pub(crate) table_file_bytes: Option<usize>,
     pub(crate) stop_table_files_after: Option<usize>,
+    pub(crate) merge_commit_delay: Option<std::time::Duration>,
     pub(crate) query_threads: Option<usize>,
     pub(crate) trim_allocator: bool,
     pub(crate) sketches: Option<bool>,
@@ -281,6 +282,15 @@ impl Options {
     #[doc(hidden)]
     pub fn stop_table_files_after(mut self, n: usize) -> Self {
         self.stop_table_files_after = Some(n);
+        self
+    }
+
+    /// For tests of writes made while a merge runs: every merge waits this
+    /// long between computing its tables and committing them. Not part
+    /// of the stable API.
+    #[doc(hidden)]
+    pub fn merge_commit_delay(mut self, delay: std::time::Duration) -> Self {
+        self.merge_commit_delay = Some(delay);
         self
     }
 

@@ -226,10 +226,11 @@ impl State {
         let (Some(table0), Some(spec)) = (self.tables.first(), plan.tables().first()) else {
             return Ok(());
         };
-        if let Some((j, position)) = table0.position(spec.permutation.apply(fp))? {
-            self.id_table.ids_into(table0, j, position, out)?;
-        }
-        Ok(())
+        let base = super::ids::Base {
+            table: table0,
+            ids: &self.id_table,
+        };
+        base.ids_into(spec.permutation.apply(fp), out)
     }
 
     /// The ids stored for `fp`, increasing, into `out` (replaced).

@@ -525,6 +525,7 @@ fn commit_group(shared: &Shared, group: &[Arc<Request>]) -> Result<Vec<Vec<bool>
     shared.write_or_poison(batch)?;
 
     let mut state = shared.state.write();
+    shared.locks.record(staged.fps.keys().copied());
     for (&fp, (before, after)) in &staged.fps {
         if before.pending != after.pending {
             if after.pending {
