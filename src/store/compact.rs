@@ -563,17 +563,20 @@ fn commit(
 ) -> Result<CompactionReport> {
     let db = &shared.db;
     let plan = &shared.plan;
-    let _leader = shared.locks.commit();
-    shared.check_writable()?;
-    shared.check_directory()?;
     let removes = &g.removes[..];
     let mut report = CompactionReport {
         merged: g.pending.len(),
         removed: removes.len(),
         ..Default::default()
     };
+    // The tables' part of the batch depends on nothing a writer changes
+    // (only merges change tables, one at a time): it is assembled before
+    // writers are held off.
     let mut batch = tables_batch(&outputs);
     write_tables(shared, &mut batch, &mut outputs, &mut report)?;
+    let _leader = shared.locks.commit();
+    shared.check_writable()?;
+    shared.check_directory()?;
     let id_parts = match ids {
         Some((ids, prepared)) => Some(write_ids(
             shared,

@@ -377,6 +377,12 @@ pub(crate) struct Truth<'a> {
     table0: &'a TableState,
     ids: &'a IdTable,
     overlay: &'a Overlay,
+    /// The overlay's fingerprints, increasing, and where the last one
+    /// asked for stands among them: most fingerprints a merge writes have
+    /// no entry, and walking this list beside them costs far less than a
+    /// look-up in the overlay's map (a cache miss) for each.
+    listed: Vec<u64>,
+    listed_at: usize,
     extra: &'a [(u64, u64)],
     block: Option<usize>,
     values: Vec<u64>,
@@ -394,10 +400,14 @@ impl<'a> Truth<'a> {
         overlay: &'a Overlay,
         extra: &'a [(u64, u64)],
     ) -> Self {
+        let mut listed: Vec<u64> = overlay.fingerprints().collect();
+        listed.sort_unstable();
         Self {
             table0,
             ids,
             overlay,
+            listed,
+            listed_at: 0,
             extra,
             block: None,
             values: Vec::new(),
@@ -412,8 +422,14 @@ impl<'a> Truth<'a> {
     pub fn base(&mut self, fp: u64, out: &mut Vec<u64>) -> Result<()> {
         out.clear();
         let keys = self.table0.keys();
-        let Some(j) = crate::index::locate(keys, fp) else {
-            return Ok(());
+        // Fingerprints come in increasing order, most in the block of the
+        // one before.
+        let j = match self.block {
+            Some(j) if keys[j] <= fp && keys.get(j + 1).is_none_or(|&next| fp < next) => j,
+            _ => match crate::index::locate(keys, fp) {
+                Some(j) => j,
+                None => return Ok(()),
+            },
         };
         if self.block != Some(j) {
             self.block = None;
@@ -455,11 +471,28 @@ impl<'a> Truth<'a> {
         &extra[from..to]
     }
 
+    /// Whether the overlay has entries for `fp` (cheapest when called in
+    /// increasing order).
+    pub fn in_overlay(&mut self, fp: u64) -> bool {
+        let listed = &self.listed;
+        let mut at = self.listed_at.min(listed.len());
+        if at > 0 && listed[at - 1] >= fp {
+            at = listed.partition_point(|&f| f < fp);
+        }
+        while at < listed.len() && listed[at] < fp {
+            at += 1;
+        }
+        self.listed_at = at;
+        listed.get(at) == Some(&fp)
+    }
+
     /// `fp`'s ids into `out` (replaced); returns how many came from
     /// `extra` alone.
     pub fn ids(&mut self, fp: u64, out: &mut Vec<u64>) -> Result<u64> {
         self.base(fp, out)?;
-        self.overlay.apply(fp, out);
+        if self.in_overlay(fp) {
+            self.overlay.apply(fp, out);
+        }
         Ok(add_ids(self.extra(fp), out))
     }
 }
@@ -507,7 +540,8 @@ impl<'a> IdBuilder<'a> {
     /// The id block of the new table-0 block `key` holding `values`.
     pub fn observe(&mut self, key: u64, values: &[u64]) -> Result<()> {
         for &fp in values {
-            if !self.truth.overlay.get(fp).is_empty() {
+            // An overlay holds no empty list (see `Overlay::set`).
+            if self.truth.in_overlay(fp) {
                 self.folded.push(fp);
             }
             self.new_pairs += self.truth.ids(fp, &mut self.scratch)?;
@@ -597,8 +631,22 @@ impl Reconcile<'_> {
             fixes: Vec::new(),
         };
         let mut scratch = Vec::new();
+        // `fps` increase: each list is walked once beside them instead of
+        // searched for each.
+        let mut adds = Walk::new(self.adds);
+        let mut removes = Walk::new(self.removes);
+        let mut folded = Walk::new(self.folded);
+        let mut fresh = Walk::new(self.fresh);
+        let mut extra = Walk::new(self.extra);
         for fp in fps {
-            match self.one(now, fp, &mut scratch)? {
+            let roles = Roles {
+                added: adds.has(fp, |&f| f),
+                removed: removes.has(fp, |&f| f),
+                folded: folded.has(fp, |&f| f),
+                extra: extra.has(fp, |&(f, _)| f),
+                fresh: fresh.has(fp, |&f| f),
+            };
+            match self.one(now, fp, roles, &mut scratch)? {
                 None => out.overlay.replace(fp, now.get(fp).to_vec()),
                 Some(entries) => {
                     out.deletes
@@ -631,12 +679,13 @@ impl Reconcile<'_> {
     ) -> Result<()> {
         let mut scratch = Vec::new();
         for &fp in changed {
+            let roles = self.roles(fp);
             // `done` wrote keys only for fingerprints the merge involves.
-            if !self.involves(fp) && (pending(fp) || !rewritten(self.new0, self.written, fp)) {
+            if !roles.involved() && (pending(fp) || !rewritten(self.new0, self.written, fp)) {
                 done.overlay.replace(fp, now.get(fp).to_vec());
                 continue;
             }
-            let entries = match self.one(now, fp, &mut scratch)? {
+            let entries = match self.one(now, fp, roles, &mut scratch)? {
                 None => now.get(fp).to_vec(),
                 Some(entries) => entries,
             };
@@ -658,12 +707,15 @@ impl Reconcile<'_> {
         Ok(())
     }
 
-    /// Whether the merge adds, removes or folds `fp`, or gives it pairs.
-    fn involves(&self, fp: u64) -> bool {
-        self.adds.binary_search(&fp).is_ok()
-            || self.removes.binary_search(&fp).is_ok()
-            || self.folded.binary_search(&fp).is_ok()
-            || self.extra.binary_search_by_key(&fp, |&(f, _)| f).is_ok()
+    /// What the merge does to `fp`.
+    fn roles(&self, fp: u64) -> Roles {
+        Roles {
+            added: self.adds.binary_search(&fp).is_ok(),
+            removed: self.removes.binary_search(&fp).is_ok(),
+            folded: self.folded.binary_search(&fp).is_ok(),
+            extra: self.extra.binary_search_by_key(&fp, |&(f, _)| f).is_ok(),
+            fresh: self.fresh.binary_search(&fp).is_ok(),
+        }
     }
 
     /// `fp`'s entries after the merge, or `None` when they stay as `now`
@@ -672,21 +724,21 @@ impl Reconcile<'_> {
         &self,
         now: &Overlay,
         fp: u64,
+        roles: Roles,
         old_base: &mut Vec<u64>,
     ) -> Result<Option<Vec<(u64, bool)>>> {
-        if !self.involves(fp) && now.get(fp) == self.snapshot.get(fp) {
+        if !roles.involved() && now.get(fp) == self.snapshot.get(fp) {
             return Ok(None);
         }
         // A fingerprint moving into level 0 was not in it.
-        let in_old = if self.fresh.binary_search(&fp).is_ok() {
+        let in_old = if roles.fresh {
             old_base.clear();
             false
         } else {
             self.base.ids_into(fp, old_base)?;
             self.base.table.contains(fp)?
         };
-        let in_new = (in_old && self.removes.binary_search(&fp).is_err())
-            || self.adds.binary_search(&fp).is_ok();
+        let in_new = (in_old && !roles.removed) || roles.added;
         let extra = self.extra;
         let from = extra.partition_point(|&(f, _)| f < fp);
         let to = from + extra[from..].partition_point(|&(f, _)| f == fp);
@@ -707,6 +759,47 @@ impl Reconcile<'_> {
             old_base.clone()
         };
         Ok(Some(difference(&new_base, &truth)))
+    }
+}
+
+/// What a merge does to one fingerprint: whether it adds it to level 0,
+/// removes it, folds its overlay entries into its id block, gives it
+/// `extra` pairs, and whether it is known not to be in level 0 before.
+#[derive(Debug, Clone, Copy)]
+struct Roles {
+    added: bool,
+    removed: bool,
+    folded: bool,
+    extra: bool,
+    fresh: bool,
+}
+
+impl Roles {
+    /// Whether the merge changes the fingerprint's placement or pairs.
+    fn involved(&self) -> bool {
+        self.added || self.removed || self.folded || self.extra
+    }
+}
+
+/// A walk over a list sorted by fingerprint, asked about increasing
+/// fingerprints.
+struct Walk<'a, T> {
+    items: &'a [T],
+    at: usize,
+}
+
+impl<'a, T> Walk<'a, T> {
+    fn new(items: &'a [T]) -> Self {
+        Self { items, at: 0 }
+    }
+
+    /// Whether an item of fingerprint `fp` is listed; `fp` must not be
+    /// below the one asked about before.
+    fn has(&mut self, fp: u64, key: impl Fn(&T) -> u64) -> bool {
+        while self.items.get(self.at).is_some_and(|x| key(x) < fp) {
+            self.at += 1;
+        }
+        self.items.get(self.at).is_some_and(|x| key(x) == fp)
     }
 }
 

@@ -219,9 +219,12 @@ impl Options {
     /// handle keeps only the block keys and sizes, and every probe reads
     /// its blocks through RocksDB (and its block cache), CRC-checking
     /// each read. Only level 0's tables stay on disk so: the other levels
-    /// (at most a seventh of the fingerprints, probed by every write) are
-    /// held whatever the budget. Decided at open; a store that outgrows
-    /// the budget while open stays in memory until reopened.
+    /// (at most a seventh of the fingerprints) and level 0's first table
+    /// (unpermuted), all probed by every write to learn whether its
+    /// fingerprint is stored, are held whatever the budget (unless that
+    /// table is level 0's only one, as in a one-table store). Decided at
+    /// open; a store that outgrows the budget while open stays in memory
+    /// until reopened.
     pub fn memory_budget(mut self, bytes: u64) -> Self {
         self.memory_budget = Some(bytes);
         self
