@@ -75,8 +75,8 @@ pub mod store;
 
 #[cfg(feature = "storage")]
 pub use store::{
-    Budget, Durability, LevelStats, Match, Op, Options, Similar, Sketched, Stats, Store,
-    VerifyReport, BUFFERED_SYNC_INTERVAL,
+    Budget, Durability, LevelStats, Match, MergePause, Op, Options, Similar, Sketched, Stats,
+    Store, VerifyReport, BUFFERED_SYNC_INTERVAL,
 };
 
 #[cfg(test)]

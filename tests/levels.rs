@@ -277,26 +277,26 @@ fn max_pending_below_the_threshold_does_not_stall_writers() {
     assert_eq!(store.stats().fingerprints, 500);
 }
 
-/// Writes made while a merge into level 0 runs (after its snapshot,
+/// Writes made while a merge into level 0 runs (held after its snapshot,
 /// before its commit, which redoes the overlay's part they changed) are
 /// all kept, ids included: new fingerprints, new ids of fingerprints in
 /// level 0 and in the levels moving into it, pairs and whole fingerprints
 /// deleted from both, re-inserts; across reopen too.
 #[test]
 fn writes_made_while_a_merge_into_level_0_runs_are_kept() {
-    use std::time::Duration;
     for (seed, data) in [
         (41, random(2600, &mut Rng(41))),
         (42, clustered(2600, &mut Rng(42))),
     ] {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("s");
+        let pause = simstore::MergePause::new();
         let options = Options::new()
             .block_size(64)
             .merge_threshold(40)
             .manual_compaction(true)
             .durability(simstore::Durability::Buffered)
-            .merge_commit_delay(Duration::from_millis(500));
+            .pause_merge(pause.clone());
         let store = Store::create(&path, &options).unwrap();
         let mut rng = Rng(seed);
         let mut model = Model::default();
@@ -320,8 +320,9 @@ fn writes_made_while_a_merge_into_level_0_runs_are_kept() {
         assert!(levels_held(&store) >= 2, "{:?}", store.stats().levels);
         let qs = queries(&data, 120, &mut rng);
         std::thread::scope(|s| {
+            pause.arm();
             let merge = s.spawn(|| store.compact().unwrap());
-            std::thread::sleep(Duration::from_millis(100));
+            pause.wait_held();
             let mut next_id = 10_000u64;
             let mut id = || {
                 next_id += 1;
@@ -363,10 +364,8 @@ fn writes_made_while_a_merge_into_level_0_runs_are_kept() {
                     }
                 }
             }
-            assert!(
-                !merge.is_finished(),
-                "the writes ran while the merge waited"
-            );
+            assert!(!merge.is_finished(), "the merge waits for its release");
+            pause.release();
             merge.join().unwrap();
         });
         check_store(&store, &model, &qs);

@@ -187,8 +187,8 @@ fn run(shared: &Shared, job: &Job) -> Result<CompactionReport> {
         Some(ids) => Some(prepare_ids(&g.tables, &outputs, ids, &g.removes)?),
         None => None,
     };
-    if let Some(delay) = shared.options.merge_commit_delay {
-        std::thread::sleep(delay);
+    if let (Some(pause), Some(_)) = (&shared.options.pause_merge, ids) {
+        pause.hold();
     }
     for &l in &job.sources {
         for t in 0..g.per_level {

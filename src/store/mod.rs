@@ -15,6 +15,7 @@ mod memory;
 mod open;
 mod options;
 mod parallel;
+mod pause;
 mod query;
 mod shared;
 mod sketches;
@@ -37,6 +38,7 @@ pub use options::{
     Durability, Options, BUFFERED_SYNC_INTERVAL, DEFAULT_BLOCK_SIZE, DEFAULT_EXPECTED_SIZE,
     DEFAULT_MAX_DISTANCE, DEFAULT_MIN_MERGE_THRESHOLD, DEFAULT_TABLE_FILE_BYTES,
 };
+pub use pause::MergePause;
 pub use query::Match;
 pub use sketches::{Similar, Sketched};
 pub use stats::{LevelStats, Stats};

@@ -98,7 +98,7 @@ pub struct Options {
     pub(crate) no_warm: bool,
     pub(crate) table_file_bytes: Option<usize>,
     pub(crate) stop_table_files_after: Option<usize>,
-    pub(crate) merge_commit_delay: Option<std::time::Duration>,
+    pub(crate) pause_merge: Option<super::pause::MergePause>,
     pub(crate) query_threads: Option<usize>,
     pub(crate) trim_allocator: bool,
     pub(crate) sketches: Option<bool>,
@@ -288,12 +288,13 @@ impl Options {
         self
     }
 
-    /// For tests of writes made while a merge runs: every merge waits this
-    /// long between computing its tables and committing them. Not part
-    /// of the stable API.
+    /// For tests of writes made while a merge runs: once `pause` is
+    /// armed, the next merge into level 0 waits between computing its
+    /// tables and committing them until the test releases it. Not part of
+    /// the stable API.
     #[doc(hidden)]
-    pub fn merge_commit_delay(mut self, delay: std::time::Duration) -> Self {
-        self.merge_commit_delay = Some(delay);
+    pub fn pause_merge(mut self, pause: super::pause::MergePause) -> Self {
+        self.pause_merge = Some(pause);
         self
     }
 
