@@ -456,13 +456,7 @@ impl<'a> Truth<'a> {
     /// call's were: fingerprints come in increasing order).
     fn extra(&mut self, fp: u64) -> &'a [(u64, u64)] {
         let extra = self.extra;
-        let mut from = self.extra_at.min(extra.len());
-        if from > 0 && extra[from - 1].0 >= fp {
-            from = extra.partition_point(|&(f, _)| f < fp);
-        }
-        while from < extra.len() && extra[from].0 < fp {
-            from += 1;
-        }
+        let from = seek(extra, self.extra_at, fp, |&(f, _)| f);
         let mut to = from;
         while to < extra.len() && extra[to].0 == fp {
             to += 1;
@@ -474,16 +468,8 @@ impl<'a> Truth<'a> {
     /// Whether the overlay has entries for `fp` (cheapest when called in
     /// increasing order).
     pub fn in_overlay(&mut self, fp: u64) -> bool {
-        let listed = &self.listed;
-        let mut at = self.listed_at.min(listed.len());
-        if at > 0 && listed[at - 1] >= fp {
-            at = listed.partition_point(|&f| f < fp);
-        }
-        while at < listed.len() && listed[at] < fp {
-            at += 1;
-        }
-        self.listed_at = at;
-        listed.get(at) == Some(&fp)
+        self.listed_at = seek(&self.listed, self.listed_at, fp, |&f| f);
+        self.listed.get(self.listed_at) == Some(&fp)
     }
 
     /// `fp`'s ids into `out` (replaced); returns how many came from
@@ -781,8 +767,8 @@ impl Roles {
     }
 }
 
-/// A walk over a list sorted by fingerprint, asked about increasing
-/// fingerprints.
+/// A walk over a list sorted by fingerprint, cheapest when asked about
+/// increasing fingerprints.
 struct Walk<'a, T> {
     items: &'a [T],
     at: usize,
@@ -793,14 +779,26 @@ impl<'a, T> Walk<'a, T> {
         Self { items, at: 0 }
     }
 
-    /// Whether an item of fingerprint `fp` is listed; `fp` must not be
-    /// below the one asked about before.
+    /// Whether an item of fingerprint `fp` is listed.
     fn has(&mut self, fp: u64, key: impl Fn(&T) -> u64) -> bool {
-        while self.items.get(self.at).is_some_and(|x| key(x) < fp) {
-            self.at += 1;
-        }
+        self.at = seek(self.items, self.at, fp, &key);
         self.items.get(self.at).is_some_and(|x| key(x) == fp)
     }
+}
+
+/// Where the first item of `items` (sorted by `key`) whose fingerprint is
+/// not below `fp` stands, found from `at`, the answer for the fingerprint
+/// asked about before: stepped forward while fingerprints increase (the
+/// way merges ask), searched anew when one goes back.
+fn seek<T>(items: &[T], at: usize, fp: u64, key: impl Fn(&T) -> u64) -> usize {
+    let mut at = at.min(items.len());
+    if at > 0 && items.get(at - 1).is_some_and(|x| key(x) >= fp) {
+        at = items.partition_point(|x| key(x) < fp);
+    }
+    while items.get(at).is_some_and(|x| key(x) < fp) {
+        at += 1;
+    }
+    at
 }
 
 /// Whether the block of `new0` that holds `fp`'s place is among `written`.
