@@ -10,6 +10,7 @@ the last twentieth and the mean rate of the last quarter against the first.
 import argparse
 import os
 import random
+import resource
 import shutil
 import subprocess
 import sys
@@ -67,6 +68,11 @@ def main():
         print(f"first {rates[0]:.0f}/s, last {rates[-1]:.0f}/s, ratio {rates[-1] / rates[0]:.2f}, "
               f"last quarter {mean:.0f}/s ({mean / rates[0]:.2f} of first), "
               f"{time.time() - start:.0f} s in all")
+        # CPU time varies far less than wall time on a shared machine.
+        usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+        cpu = usage.ru_utime + usage.ru_stime
+        print(f"simstore CPU {cpu:.0f} s (user {usage.ru_utime:.0f}, system {usage.ru_stime:.0f}), "
+              f"{cpu / args.size * 1e6:.2f} us an insert")
     finally:
         if tmp:
             shutil.rmtree(tmp, ignore_errors=True)

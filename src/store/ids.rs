@@ -202,8 +202,75 @@ fn hold(bytes: Arc<[u8]>, count: u16) -> Held {
 /// removed.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Overlay {
-    map: HashMap<u64, Vec<(u64, bool)>, MixHasher>,
+    map: HashMap<u64, Entries, MixHasher>,
     entries: usize,
+}
+
+/// One fingerprint's overlay entries, never none: a single entry (a new
+/// fingerprint with its one id, nearly every one) is held in place, more
+/// on the heap, so that the overlay of millions of fingerprints costs no
+/// allocation each to build, change, clone or drop.
+#[derive(Debug, Clone)]
+enum Entries {
+    One([(u64, bool); 1]),
+    Many(Vec<(u64, bool)>),
+}
+
+impl Entries {
+    /// The entries of `list` (increasing by id), `None` when it is empty.
+    fn new(list: &[(u64, bool)]) -> Option<Self> {
+        match list {
+            [] => None,
+            [one] => Some(Self::One([*one])),
+            _ => Some(Self::Many(list.to_vec())),
+        }
+    }
+
+    fn as_slice(&self) -> &[(u64, bool)] {
+        match self {
+            Self::One(one) => one,
+            Self::Many(list) => list,
+        }
+    }
+
+    /// Sets the entry of `id` (see [`Overlay::set`]); the change in the
+    /// number of entries.
+    fn set(&mut self, id: u64, mark: Option<bool>) -> isize {
+        if let (Self::One([(at, added)]), Some(now)) = (&mut *self, mark) {
+            if *at == id {
+                *added = now;
+                return 0;
+            }
+        }
+        let mut list = std::mem::replace(self, Self::Many(Vec::new())).into_vec();
+        let delta = match (list.binary_search_by_key(&id, |&(i, _)| i), mark) {
+            (Ok(at), Some(added)) => {
+                list[at].1 = added;
+                0
+            }
+            (Ok(at), None) => {
+                list.remove(at);
+                -1
+            }
+            (Err(at), Some(added)) => {
+                list.insert(at, (id, added));
+                1
+            }
+            (Err(_), None) => 0,
+        };
+        *self = match list.as_slice() {
+            [one] => Self::One([*one]),
+            _ => Self::Many(list),
+        };
+        delta
+    }
+
+    fn into_vec(self) -> Vec<(u64, bool)> {
+        match self {
+            Self::One(one) => one.to_vec(),
+            Self::Many(list) => list,
+        }
+    }
 }
 
 /// Hashes a fingerprint key by a 64-bit mix (splitmix64's finalizer): one
@@ -251,7 +318,7 @@ impl Overlay {
 
     /// The entries of `fp`, by id.
     pub fn get(&self, fp: u64) -> &[(u64, bool)] {
-        self.map.get(&fp).map_or(&[], Vec::as_slice)
+        self.map.get(&fp).map_or(&[], Entries::as_slice)
     }
 
     /// The fingerprints with entries, in no order.
@@ -261,21 +328,21 @@ impl Overlay {
 
     /// Sets the entry of `(fp, id)`: added, removed, or none.
     pub fn set(&mut self, fp: u64, id: u64, mark: Option<bool>) {
-        let list = self.map.entry(fp).or_default();
-        match (list.binary_search_by_key(&id, |&(i, _)| i), mark) {
-            (Ok(at), Some(added)) => list[at].1 = added,
-            (Ok(at), None) => {
-                list.remove(at);
-                self.entries -= 1;
+        use std::collections::hash_map::Entry;
+        match self.map.entry(fp) {
+            Entry::Vacant(vacant) => {
+                if let Some(added) = mark {
+                    vacant.insert(Entries::One([(id, added)]));
+                    self.entries += 1;
+                }
             }
-            (Err(at), Some(added)) => {
-                list.insert(at, (id, added));
-                self.entries += 1;
+            Entry::Occupied(mut list) => {
+                let delta = list.get_mut().set(id, mark);
+                self.entries = self.entries.wrapping_add_signed(delta);
+                if list.get().as_slice().is_empty() {
+                    list.remove();
+                }
             }
-            (Err(_), None) => {}
-        }
-        if list.is_empty() {
-            self.map.remove(&fp);
         }
     }
 
@@ -293,26 +360,33 @@ impl Overlay {
                 Some((at, list)) if *at == fp => list.push((id, added)),
                 _ => {
                     if let Some((at, list)) = current.take() {
-                        overlay.replace(at, list);
+                        overlay.replace(at, &list);
                     }
                     current = Some((fp, vec![(id, added)]));
                 }
             }
         }
         if let Some((at, list)) = current {
-            overlay.replace(at, list);
+            overlay.replace(at, &list);
         }
         Ok(overlay)
     }
 
     /// Replaces every entry of `fp`.
-    pub fn replace(&mut self, fp: u64, entries: Vec<(u64, bool)>) {
+    pub fn replace(&mut self, fp: u64, entries: &[(u64, bool)]) {
         self.entries -= self.get(fp).len();
         self.entries += entries.len();
-        if entries.is_empty() {
-            self.map.remove(&fp);
-        } else {
-            self.map.insert(fp, entries);
+        match Entries::new(entries) {
+            None => self.map.remove(&fp),
+            Some(entries) => self.map.insert(fp, entries),
+        };
+    }
+
+    /// An empty overlay with room for `fingerprints` fingerprints.
+    pub fn with_capacity(fingerprints: usize) -> Self {
+        Self {
+            map: HashMap::with_capacity_and_hasher(fingerprints, MixHasher),
+            entries: 0,
         }
     }
 
@@ -323,7 +397,7 @@ impl Overlay {
             return;
         }
         if let Some(list) = self.map.get(&fp) {
-            apply(list, ids);
+            apply(list.as_slice(), ids);
         }
     }
 }
@@ -611,35 +685,23 @@ impl Reconcile<'_> {
         fps.sort_unstable();
         fps.dedup();
         let mut out = Reconciled {
-            overlay: Overlay::default(),
+            overlay: Overlay::with_capacity(fps.len()),
             deletes: Vec::new(),
             puts: Vec::new(),
             fixes: Vec::new(),
         };
         let mut scratch = Vec::new();
-        // `fps` increase: each list is walked once beside them instead of
-        // searched for each.
-        let mut adds = Walk::new(self.adds);
-        let mut removes = Walk::new(self.removes);
-        let mut folded = Walk::new(self.folded);
-        let mut fresh = Walk::new(self.fresh);
-        let mut extra = Walk::new(self.extra);
+        let mut roles = self.roles();
         for fp in fps {
-            let roles = Roles {
-                added: adds.has(fp, |&f| f),
-                removed: removes.has(fp, |&f| f),
-                folded: folded.has(fp, |&f| f),
-                extra: extra.has(fp, |&(f, _)| f),
-                fresh: fresh.has(fp, |&f| f),
-            };
+            let roles = roles.of(fp);
             match self.one(now, fp, roles, &mut scratch)? {
-                None => out.overlay.replace(fp, now.get(fp).to_vec()),
+                None => out.overlay.replace(fp, now.get(fp)),
                 Some(entries) => {
                     out.deletes
                         .extend(now.get(fp).iter().map(|&(id, _)| (fp, id)));
                     out.puts
                         .extend(entries.iter().map(|&(id, added)| (fp, id, added)));
-                    out.overlay.replace(fp, entries);
+                    out.overlay.replace(fp, &entries);
                 }
             }
         }
@@ -664,11 +726,12 @@ impl Reconcile<'_> {
         pending: impl Fn(u64) -> bool,
     ) -> Result<()> {
         let mut scratch = Vec::new();
+        let mut roles = self.roles();
         for &fp in changed {
-            let roles = self.roles(fp);
+            let roles = roles.of(fp);
             // `done` wrote keys only for fingerprints the merge involves.
             if !roles.involved() && (pending(fp) || !rewritten(self.new0, self.written, fp)) {
-                done.overlay.replace(fp, now.get(fp).to_vec());
+                done.overlay.replace(fp, now.get(fp));
                 continue;
             }
             let entries = match self.one(now, fp, roles, &mut scratch)? {
@@ -688,19 +751,21 @@ impl Reconcile<'_> {
                 .extend(stale.into_iter().map(|id| (fp, id, None)));
             done.fixes
                 .extend(entries.iter().map(|&(id, added)| (fp, id, Some(added))));
-            done.overlay.replace(fp, entries);
+            done.overlay.replace(fp, &entries);
         }
         Ok(())
     }
 
-    /// What the merge does to `fp`.
-    fn roles(&self, fp: u64) -> Roles {
-        Roles {
-            added: self.adds.binary_search(&fp).is_ok(),
-            removed: self.removes.binary_search(&fp).is_ok(),
-            folded: self.folded.binary_search(&fp).is_ok(),
-            extra: self.extra.binary_search_by_key(&fp, |&(f, _)| f).is_ok(),
-            fresh: self.fresh.binary_search(&fp).is_ok(),
+    /// What the merge does to each fingerprint, asked in increasing order:
+    /// each of its lists is walked once beside them instead of searched
+    /// for each.
+    fn roles(&self) -> RoleWalk<'_> {
+        RoleWalk {
+            adds: Walk::new(self.adds),
+            removes: Walk::new(self.removes),
+            folded: Walk::new(self.folded),
+            extra: Walk::new(self.extra),
+            fresh: Walk::new(self.fresh),
         }
     }
 
@@ -758,6 +823,29 @@ struct Roles {
     folded: bool,
     extra: bool,
     fresh: bool,
+}
+
+/// The lists of a [`Reconcile`] walked beside increasing fingerprints.
+struct RoleWalk<'a> {
+    adds: Walk<'a, u64>,
+    removes: Walk<'a, u64>,
+    folded: Walk<'a, u64>,
+    extra: Walk<'a, (u64, u64)>,
+    fresh: Walk<'a, u64>,
+}
+
+impl RoleWalk<'_> {
+    /// What the merge does to `fp` (not below the fingerprint asked about
+    /// before, for the walk to stay linear).
+    fn of(&mut self, fp: u64) -> Roles {
+        Roles {
+            added: self.adds.has(fp, |&f| f),
+            removed: self.removes.has(fp, |&f| f),
+            folded: self.folded.has(fp, |&f| f),
+            extra: self.extra.has(fp, |&(f, _)| f),
+            fresh: self.fresh.has(fp, |&f| f),
+        }
+    }
 }
 
 impl Roles {
@@ -856,6 +944,43 @@ mod tests {
     }
 
     #[test]
+    fn an_overlay_changed_entry_by_entry_matches_a_map_of_pairs() {
+        // Few fingerprints and ids, so that lists grow from one entry to
+        // several and shrink back to one and to none.
+        let mut rng = crate::test_rng::TestRng::new(11);
+        let mut overlay = Overlay::default();
+        let mut model = std::collections::BTreeMap::new();
+        for _ in 0..20_000 {
+            let (fp, id) = (rng.next_u64() % 20, rng.next_u64() % 6);
+            let mark = match rng.next_u64() % 3 {
+                0 => None,
+                1 => Some(true),
+                _ => Some(false),
+            };
+            overlay.set(fp, id, mark);
+            match mark {
+                Some(added) => model.insert((fp, id), added),
+                None => model.remove(&(fp, id)),
+            };
+            assert_eq!(overlay.len(), model.len());
+            let want: Vec<(u64, bool)> = model
+                .range((fp, 0)..=(fp, u64::MAX))
+                .map(|(&(_, id), &added)| (id, added))
+                .collect();
+            assert_eq!(overlay.get(fp), want.as_slice());
+        }
+        let mut with: Vec<u64> = overlay.fingerprints().collect();
+        with.sort_unstable();
+        let mut want: Vec<u64> = model.keys().map(|&(fp, _)| fp).collect();
+        want.dedup();
+        assert_eq!(with, want);
+        let copy = overlay.clone();
+        for fp in 0..20 {
+            assert_eq!(copy.get(fp), overlay.get(fp));
+        }
+    }
+
+    #[test]
     fn the_overlay_applies_and_difference_inverts_it() {
         let base = vec![1, 4, 9];
         for truth in [
@@ -867,7 +992,7 @@ mod tests {
         ] {
             let d = difference(&base, &truth);
             let mut o = Overlay::default();
-            o.replace(7, d.clone());
+            o.replace(7, &d);
             let mut ids = base.clone();
             o.apply(7, &mut ids);
             assert_eq!(ids, truth, "{d:?}");
