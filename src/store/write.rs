@@ -309,6 +309,33 @@ struct Staged {
 }
 
 impl Staged {
+    /// Reads the placement of every fingerprint of `fps` (increasing),
+    /// and the ids stored for those of `with_ids`, from the state before
+    /// the group, under one read lock. In increasing order the searches of
+    /// level 0's index and its blocks find most of their path in the
+    /// cache, and the maps staged here grow at their end.
+    fn prefetch(&mut self, shared: &Shared, fps: &[u64], with_ids: &[u64]) -> Result<()> {
+        let state = shared.state.read();
+        for &fp in fps {
+            let p = Placement {
+                in_tables: state.in_tables(&shared.plan, fp)?,
+                pending: state.pending.contains(&shared.plan, fp),
+                tombstoned: state.tombstones.contains(&fp),
+            };
+            self.fps.insert(fp, (p, p));
+        }
+        for &fp in with_ids {
+            let mut base = Vec::new();
+            if self.fps.get(&fp).is_some_and(|(p, _)| p.in_tables) {
+                state.base_ids(&shared.plan, fp, &mut base)?;
+            }
+            let mut all = base.clone();
+            state.overlay.apply(fp, &mut all);
+            self.stored.insert(fp, (base, all));
+        }
+        Ok(())
+    }
+
     fn placement(&mut self, shared: &Shared, fp: u64) -> Result<&mut Placement> {
         match self.fps.entry(fp) {
             Entry::Occupied(e) => Ok(&mut e.into_mut().1),
@@ -438,6 +465,8 @@ fn commit_group(shared: &Shared, group: &[Arc<Request>]) -> Result<Vec<Vec<bool>
     shared.check_writable()?;
     shared.check_directory()?;
     let mut staged = Staged::default();
+    let (fps, with_ids) = named(group);
+    staged.prefetch(shared, &fps, &with_ids)?;
     let mut outcomes = Vec::with_capacity(group.len());
     for request in group {
         let mut o = Vec::with_capacity(request.ops.len());
@@ -526,10 +555,11 @@ fn commit_group(shared: &Shared, group: &[Arc<Request>]) -> Result<Vec<Vec<bool>
 
     let mut state = shared.state.write();
     shared.locks.record(staged.fps.keys().copied());
+    let mut new_pending = Vec::new();
     for (&fp, (before, after)) in &staged.fps {
         if before.pending != after.pending {
             if after.pending {
-                state.pending.insert(&shared.plan, fp);
+                new_pending.push(fp);
             } else {
                 state.pending.remove(&shared.plan, fp);
             }
@@ -542,10 +572,41 @@ fn commit_group(shared: &Shared, group: &[Arc<Request>]) -> Result<Vec<Vec<bool>
             }
         }
     }
+    state.pending.insert_many(&shared.plan, &new_pending);
     for (fp, id, mark) in overlay {
         state.overlay.set(fp, id, mark);
     }
     state.ids = ids;
     shared.locks.next_generation();
     Ok(outcomes)
+}
+
+/// The distinct fingerprints `group` names, and those of them named with
+/// an id (whose stored ids the group reads), both increasing.
+fn named(group: &[Arc<Request>]) -> (Vec<u64>, Vec<u64>) {
+    let mut fps = Vec::new();
+    let mut with_ids = Vec::new();
+    for op in group.iter().flat_map(|r| &r.ops) {
+        match *op {
+            Op::Insert {
+                fingerprint,
+                id: None,
+            } => fps.push(fingerprint),
+            Op::Insert {
+                fingerprint,
+                id: Some(_),
+            }
+            | Op::InsertSketched { fingerprint, .. }
+            | Op::Delete { fingerprint, .. }
+            | Op::DeleteFingerprint { fingerprint } => {
+                fps.push(fingerprint);
+                with_ids.push(fingerprint);
+            }
+        }
+    }
+    for list in [&mut fps, &mut with_ids] {
+        list.sort_unstable();
+        list.dedup();
+    }
+    (fps, with_ids)
 }
