@@ -685,7 +685,7 @@ impl Reconcile<'_> {
         fps.sort_unstable();
         fps.dedup();
         let mut out = Reconciled {
-            overlay: Overlay::with_capacity(fps.len()),
+            overlay: Overlay::with_capacity(fps.len().max(self.overlay_room())),
             deletes: Vec::new(),
             puts: Vec::new(),
             fixes: Vec::new(),
@@ -754,6 +754,15 @@ impl Reconcile<'_> {
             done.overlay.replace(fp, &entries);
         }
         Ok(())
+    }
+
+    /// Fingerprints the overlay is given room for after the merge: about
+    /// what it holds by the next merge into level 0 (the pairs of the
+    /// other levels, up to a seventh of level 0, and of pending ones), so
+    /// that its map is not grown, every entry moved, by writes under the
+    /// state lock meanwhile.
+    fn overlay_room(&self) -> usize {
+        usize::try_from(self.new0.fingerprints() / 6).unwrap_or(usize::MAX)
     }
 
     /// What the merge does to each fingerprint, asked in increasing order:
