@@ -353,20 +353,21 @@ impl Overlay {
         entries: impl IntoIterator<Item = Result<(u64, u64, bool)>>,
     ) -> Result<Self> {
         let mut overlay = Self::default();
-        let mut current: Option<(u64, Vec<(u64, bool)>)> = None;
+        // One fingerprint's entries at a time, in one buffer.
+        let mut current = None;
+        let mut list = Vec::new();
         for entry in entries {
             let (fp, id, added) = entry?;
-            match &mut current {
-                Some((at, list)) if *at == fp => list.push((id, added)),
-                _ => {
-                    if let Some((at, list)) = current.take() {
-                        overlay.replace(at, &list);
-                    }
-                    current = Some((fp, vec![(id, added)]));
+            if current != Some(fp) {
+                if let Some(at) = current {
+                    overlay.replace(at, &list);
                 }
+                current = Some(fp);
+                list.clear();
             }
+            list.push((id, added));
         }
-        if let Some((at, list)) = current {
+        if let Some(at) = current {
             overlay.replace(at, &list);
         }
         Ok(overlay)

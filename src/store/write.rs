@@ -317,21 +317,13 @@ impl Staged {
     fn prefetch(&mut self, shared: &Shared, fps: &[u64], with_ids: &[u64]) -> Result<()> {
         let state = shared.state.read();
         for &fp in fps {
-            let p = Placement {
-                in_tables: state.in_tables(&shared.plan, fp)?,
-                pending: state.pending.contains(&shared.plan, fp),
-                tombstoned: state.tombstones.contains(&fp),
-            };
+            let p = read_placement(shared, &state, fp)?;
             self.fps.insert(fp, (p, p));
         }
         for &fp in with_ids {
-            let mut base = Vec::new();
-            if self.fps.get(&fp).is_some_and(|(p, _)| p.in_tables) {
-                state.base_ids(&shared.plan, fp, &mut base)?;
-            }
-            let mut all = base.clone();
-            state.overlay.apply(fp, &mut all);
-            self.stored.insert(fp, (base, all));
+            let in_tables = self.fps.get(&fp).is_some_and(|(p, _)| p.in_tables);
+            self.stored
+                .insert(fp, read_stored(shared, &state, fp, in_tables)?);
         }
         Ok(())
     }
@@ -340,12 +332,7 @@ impl Staged {
         match self.fps.entry(fp) {
             Entry::Occupied(e) => Ok(&mut e.into_mut().1),
             Entry::Vacant(e) => {
-                let state = shared.state.read();
-                let p = Placement {
-                    in_tables: state.in_tables(&shared.plan, fp)?,
-                    pending: state.pending.contains(&shared.plan, fp),
-                    tombstoned: state.tombstones.contains(&fp),
-                };
+                let p = read_placement(shared, &shared.state.read(), fp)?;
                 Ok(&mut e.insert((p, p)).1)
             }
         }
@@ -358,14 +345,8 @@ impl Staged {
             // read of its table-0 block and id block, from disk when the
             // tables are kept there): most inserted ones are new.
             let in_tables = self.placement(shared, fp)?.in_tables;
-            let state = shared.state.read();
-            let mut base = Vec::new();
-            if in_tables {
-                state.base_ids(&shared.plan, fp, &mut base)?;
-            }
-            let mut all = base.clone();
-            state.overlay.apply(fp, &mut all);
-            self.stored.insert(fp, (base, all));
+            let stored = read_stored(shared, &shared.state.read(), fp, in_tables)?;
+            self.stored.insert(fp, stored);
         }
         Ok(&self.stored[&fp])
     }
@@ -458,6 +439,32 @@ impl Staged {
             }
         }
     }
+}
+
+/// `fp`'s placement in `state`.
+fn read_placement(shared: &Shared, state: &super::state::State, fp: u64) -> Result<Placement> {
+    Ok(Placement {
+        in_tables: state.in_tables(&shared.plan, fp)?,
+        pending: state.pending.contains(&shared.plan, fp),
+        tombstoned: state.tombstones.contains(&fp),
+    })
+}
+
+/// `fp`'s ids in its id block (read only when it is `in_tables`) and in
+/// all, in `state` (see [`Staged::stored`]).
+fn read_stored(
+    shared: &Shared,
+    state: &super::state::State,
+    fp: u64,
+    in_tables: bool,
+) -> Result<(Vec<u64>, Vec<u64>)> {
+    let mut base = Vec::new();
+    if in_tables {
+        state.base_ids(&shared.plan, fp, &mut base)?;
+    }
+    let mut all = base.clone();
+    state.overlay.apply(fp, &mut all);
+    Ok((base, all))
 }
 
 /// Stages every request, writes one batch, then updates memory.
