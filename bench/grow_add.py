@@ -72,7 +72,7 @@ def main():
         usage = resource.getrusage(resource.RUSAGE_CHILDREN)
         cpu = usage.ru_utime + usage.ru_stime
         print(f"simstore CPU {cpu:.0f} s (user {usage.ru_utime:.0f}, system {usage.ru_stime:.0f}), "
-              f"{cpu / args.size * 1e6:.2f} us an insert")
+              f"{cpu / args.size * 1e6:.2f} us an insert, peak RSS {usage.ru_maxrss / 1024:.0f} MiB")
     finally:
         if tmp:
             shutil.rmtree(tmp, ignore_errors=True)

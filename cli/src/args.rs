@@ -24,7 +24,7 @@ pub struct OpenArgs {
     /// which write and exit (their merges then hold no second copy).
     #[arg(long, value_name = "BYTES", value_parser = parse_bytes)]
     pub memory_budget: Option<u64>,
-    /// Pending fingerprints merged into the smallest level at a time
+    /// Pending fingerprints merged into the top (smallest) level at a time
     /// (default 65,536): smaller merges more often.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
     pub merge_threshold: Option<u64>,

@@ -494,9 +494,10 @@ impl Store {
     }
 
     /// Runs the merges that are due now, as the background compactor
-    /// does: pending fingerprints into the smallest level once the
-    /// [merge threshold](Self::merge_threshold) is reached, a level past
-    /// its capacity into the next larger one (for stores opened with
+    /// does: pending fingerprints into the top level once the
+    /// [merge threshold](Self::merge_threshold) is reached, a full top
+    /// level into a run, every run into level 0 once all are full (for
+    /// stores opened with
     /// [`Options::manual_compaction`], whose writers then choose when
     /// merges run). Rewrites only the levels merged, unlike
     /// [`compact`](Self::compact).

@@ -168,9 +168,10 @@ impl Options {
 
     /// Pending fingerprints that trigger a background merge into the
     /// compressed tables (default [`DEFAULT_MIN_MERGE_THRESHOLD`], 65,536).
-    /// They are merged into the smallest level, so the merge costs about
-    /// the same at any store size; it is also the size of the smallest
-    /// level and of a batch that [`Store::insert_many`](super::Store::insert_many)
+    /// They are merged into the top (smallest) level, so the merge costs
+    /// about the same at any store size; it is also the least the top
+    /// level holds before it moves into a larger level, and the size of a
+    /// batch that [`Store::insert_many`](super::Store::insert_many)
     /// may merge straight into the tables.
     pub fn merge_threshold(mut self, n: usize) -> Self {
         self.merge_threshold = Some(n.max(1));
