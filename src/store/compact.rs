@@ -16,7 +16,7 @@ use super::shared::Shared;
 use super::state::Pending;
 use crate::error::Result;
 use crate::format::{keys, records};
-use crate::table::{merge, merge_observed, TableState};
+use crate::table::{merge, merge_observed, MergeOutput, TableState};
 
 /// What one compaction did.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -323,12 +323,20 @@ pub(crate) fn merge_all(
                 filed: false,
             };
             files::file_ids(shared, &out.removed, &mut ids)?;
+            let out = MergeOutput {
+                state: out.state.filtered(),
+                ..out
+            };
             let mut merged = files::file(shared, g, out)?;
             merged.ids = Some(ids);
             return Ok(merged);
         }
         let out = if t == 0 {
-            merge(&tables[g], adds, removes, shared.block_size)?
+            let out = merge(&tables[g], adds, removes, shared.block_size)?;
+            MergeOutput {
+                state: out.state.filtered(),
+                ..out
+            }
         } else {
             merge(
                 &tables[g],

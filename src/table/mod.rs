@@ -4,6 +4,7 @@
 
 mod codes;
 mod fill;
+mod filter;
 mod loader;
 mod merge;
 mod packed;
@@ -17,6 +18,7 @@ use std::sync::Arc;
 
 pub use codes::Codebook;
 pub use fill::{Filling, Piece};
+pub use filter::Filter;
 pub use loader::Loader;
 pub use merge::{cleared, merge, merge_observed, Added, MergeOutput};
 pub use packed::{Cursor, Packed};

@@ -258,6 +258,13 @@ impl TableState {
 
     /// Whether the table holds this permuted fingerprint.
     pub fn contains(&self, permuted: u64) -> Result<bool> {
+        if self
+            .filter
+            .as_ref()
+            .is_some_and(|f| !f.may_contain(permuted))
+        {
+            return Ok(false);
+        }
         let mut found = false;
         self.scan(permuted, permuted, |_| {
             found = true;

@@ -6,7 +6,7 @@ use std::sync::{Arc, OnceLock};
 
 use zerocopy::FromBytes;
 
-use super::{BlockSource, Bytes, Codebook, Loader, Packed};
+use super::{BlockSource, Bytes, Codebook, Filter, Loader, Packed};
 use crate::codec::{BlockHeader, BlockView, Code};
 use crate::error::{Error, Result};
 use crate::format::records::IndexEntry;
@@ -26,6 +26,9 @@ pub struct TableState {
     pub(super) codes: Arc<Codebook>,
     pub(super) fingerprints: u64,
     pub(super) storage: Storage,
+    /// Every fingerprint of the table, when built (see
+    /// [`filtered`](Self::filtered)).
+    pub(super) filter: Option<Arc<Filter>>,
 }
 
 /// Where a table's blocks live besides its slots.
@@ -132,7 +135,31 @@ impl TableState {
             codes,
             fingerprints,
             storage,
+            filter: None,
         }
+    }
+
+    /// The table with a membership filter of its fingerprints when its
+    /// blocks are held in memory (unchanged otherwise): [`contains`](Self::contains)
+    /// then answers nearly every fingerprint it does not hold from the
+    /// filter, without a probe. Built by merges for each level's table 0,
+    /// which every write asks whether it holds a fingerprint. A block that
+    /// does not decode leaves the table without a filter (its probes
+    /// report the block).
+    pub fn filtered(mut self) -> Self {
+        if !self.storage.memory {
+            return self;
+        }
+        let mut filter = Filter::new(self.fingerprints as usize);
+        let mut block = Vec::new();
+        for j in 0..self.keys.len() {
+            if self.decode_block(j, &mut block).is_err() {
+                return self;
+            }
+            block.iter().for_each(|&v| filter.insert(v));
+        }
+        self.filter = Some(Arc::new(filter));
+        self
     }
 
     /// Whether blocks are held in memory, all of them once read (otherwise
@@ -200,7 +227,8 @@ impl TableState {
                 Some(Held::Corrupt(_)) | None => 0,
             })
             .sum();
-        held + self.directory.heap_bytes() as u64
+        let filter = self.filter.as_ref().map_or(0, |f| f.heap_bytes());
+        held + (self.directory.heap_bytes() + filter) as u64
     }
 
     /// The encoded length of every block, in key order.

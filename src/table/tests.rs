@@ -381,3 +381,29 @@ fn damaged_streams_are_answered_as_the_checked_decoder_does() {
 fn a_slot_fits_a_cache_line() {
     assert!(std::mem::size_of::<super::state::Slot>() <= 64);
 }
+
+/// A filtered table answers `contains` as the table without its filter,
+/// for its values, their neighbours and random others.
+#[test]
+fn a_filtered_table_holds_what_it_held() {
+    let fps = values(20_000, 11);
+    let (code, encoded, keys) = encoded(&fps);
+    let blocks = encoded.into_iter().map(Arc::from).collect();
+    let table = TableState::new(0, keys, blocks, Arc::new(Codebook::from_codes([(0, code)])));
+    let filtered = table.clone().filtered();
+    assert!(filtered.filter.is_some());
+    assert!(filtered.memory_bytes() > table.memory_bytes());
+    let mut x = 5u64;
+    let others = (0..20_000).map(|_| {
+        x = x.wrapping_mul(6364136223846793005).wrapping_add(1);
+        x
+    });
+    let neighbours = fps.iter().flat_map(|&v| [v.wrapping_add(1), v ^ 1 << 40]);
+    for v in fps.iter().copied().chain(neighbours).chain(others) {
+        assert_eq!(
+            filtered.contains(v).unwrap(),
+            table.contains(v).unwrap(),
+            "{v:x}"
+        );
+    }
+}
