@@ -323,20 +323,12 @@ pub(crate) fn merge_all(
                 filed: false,
             };
             files::file_ids(shared, &out.removed, &mut ids)?;
-            let out = MergeOutput {
-                state: out.state.filtered(),
-                ..out
-            };
-            let mut merged = files::file(shared, g, out)?;
+            let mut merged = files::file(shared, g, filtered(out))?;
             merged.ids = Some(ids);
             return Ok(merged);
         }
         let out = if t == 0 {
-            let out = merge(&tables[g], adds, removes, shared.block_size)?;
-            MergeOutput {
-                state: out.state.filtered(),
-                ..out
-            }
+            filtered(merge(&tables[g], adds, removes, shared.block_size)?)
         } else {
             merge(
                 &tables[g],
@@ -361,6 +353,16 @@ pub(crate) fn merge_all(
 
 /// Merges smaller than this run on the calling thread.
 const PARALLEL_MERGE_MIN: usize = 1 << 14;
+
+/// A level's table 0 as merged, with its membership filter (see
+/// [`TableState::filtered`]): every write asks it whether it holds a
+/// fingerprint.
+fn filtered(out: MergeOutput) -> MergeOutput {
+    MergeOutput {
+        state: out.state.filtered(),
+        ..out
+    }
+}
 
 /// A write batch with room for [`write_tables`] of `outputs` and a few
 /// more records, so a large one is not copied as it grows.

@@ -113,7 +113,11 @@ pub(crate) fn due(
     }
     let top = sizes.len().saturating_sub(1);
     let runs = 1..top;
-    let held: Vec<usize> = (1..sizes.len()).filter(|&l| sizes[l] > 0).collect();
+    let held = || {
+        (1..sizes.len())
+            .filter(|&l| sizes[l] > 0)
+            .collect::<Vec<_>>()
+    };
     let base = sizes.first().copied().unwrap_or(0);
     let run_capacity = run_capacity(base);
     let into_0 = |sources: Vec<usize>, pending: bool| Job {
@@ -123,8 +127,8 @@ pub(crate) fn due(
         fold: false,
     };
     if base < threshold || runs.is_empty() {
-        if !held.is_empty() {
-            return Some(into_0(held, false));
+        if sizes.iter().skip(1).any(|&n| n > 0) {
+            return Some(into_0(held(), false));
         }
         return (pending >= threshold).then(|| into_0(Vec::new(), true));
     }
@@ -132,7 +136,7 @@ pub(crate) fn due(
         .clone()
         .all(|r| sizes[r] > 0 && sizes[r] >= run_capacity)
     {
-        return Some(into_0(held, false));
+        return Some(into_0(held(), false));
     }
     if sizes[top] >= top_capacity(run_capacity, threshold) {
         let filling = runs
