@@ -140,11 +140,14 @@ pub(crate) fn insert_bulk<E: super::Entry>(shared: &Shared, pairs: &[E]) -> Resu
 
 /// Whether a batch of `n` inserts is worth merging straight into the
 /// tables: as many as would make a compaction due on their own, and at
-/// least a full run's share of the store (see
-/// [`RUN_SHARE`](super::levels::RUN_SHARE)): a bulk insert rewrites level
-/// 0, which a smaller batch would not pay for (it goes through the top
-/// level and the runs).
+/// least an eighth of the store (a bulk insert rewrites level 0, which a
+/// smaller batch would not pay for: it goes through the top level and
+/// the runs).
 pub(crate) fn worth_it(shared: &Shared, n: usize) -> bool {
     let stored = shared.state.read().fingerprints();
-    n >= shared.merge_threshold() && (n as u64).saturating_mul(super::levels::RUN_SHARE) >= stored
+    n >= shared.merge_threshold() && (n as u64).saturating_mul(BULK_SHARE) >= stored
 }
+
+/// A batch of at least `1 / BULK_SHARE` of the store is merged straight
+/// into level 0 (see [`worth_it`]).
+const BULK_SHARE: u64 = 8;

@@ -27,8 +27,7 @@
 pub(crate) const LEVELS: usize = 6;
 
 /// A run is full once it holds `1 / RUN_SHARE` of level 0's
-/// fingerprints; a bulk insert of at least that share of the store goes
-/// straight into level 0.
+/// fingerprints.
 pub(crate) const RUN_SHARE: u64 = 16;
 
 /// One merge: what goes into level `target`.
