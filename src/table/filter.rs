@@ -75,9 +75,10 @@ impl Filter {
 }
 
 /// A 64-bit finalizer (splitmix64's): clustered fingerprints (near
-/// duplicates differ in few bits) spread over the whole filter.
+/// duplicates differ in few bits) spread over the whole filter, and over
+/// the buckets of the `ids` overlay's map.
 #[inline(always)]
-fn mix(mut z: u64) -> u64 {
+pub(crate) fn mix(mut z: u64) -> u64 {
     z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
     z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
     z ^ (z >> 31)

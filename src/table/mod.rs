@@ -18,6 +18,7 @@ use std::sync::Arc;
 
 pub use codes::Codebook;
 pub use fill::{Filling, Piece};
+pub(crate) use filter::mix;
 pub use filter::Filter;
 pub use loader::Loader;
 pub use merge::{cleared, merge, merge_observed, Added, MergeOutput};
