@@ -232,12 +232,10 @@ fn probe_tables(
         }
         for (r, (&q, &i)) in queries.iter().zip(&order).enumerate() {
             let (lo, hi) = ranges[r];
-            for p in state.pending.range(t, lo, hi) {
-                let d = (p ^ q).count_ones();
-                if d <= k {
-                    hits.push((i, spec.permutation.invert(p), d));
-                }
-            }
+            state.pending.near(t, (lo, hi), q, k, |p, d| {
+                hits.push((i, spec.permutation.invert(p), d));
+                true
+            });
         }
     }
     let mut counts = vec![0usize; chunk.len()];

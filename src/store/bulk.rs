@@ -14,8 +14,8 @@ use super::compact::{
     CompactionReport, IdsInput,
 };
 use super::files;
+use super::pending::Pending;
 use super::shared::Shared;
-use super::state::Pending;
 use crate::error::Result;
 use crate::format::{keys, records};
 

@@ -16,6 +16,7 @@ mod open;
 mod options;
 mod parallel;
 mod pause;
+mod pending;
 mod query;
 mod shared;
 mod sketches;

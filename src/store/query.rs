@@ -237,17 +237,26 @@ fn collect_first(
 }
 
 /// Runs the probing stages (the block keys to search, the block, its
-/// slot and the run's memory, the run's start) for every probe, each
+/// slot and the run's memory, the run's start; for level 0's tables, the
+/// pending runs' directory entries and values too) for every probe, each
 /// stage for all before the next, so the cache misses of a stage overlap
 /// (merging two stages' loops measurably loses that overlap); the runs
 /// are then scanned query by query.
 #[inline(always)]
 fn run_stages(state: &State, probes: &mut [Probe]) {
+    // Level 0's tables carry the pending fingerprints' probes.
+    let pending = state.pending.len() > 0;
     for p in probes.iter_mut() {
         p.block = state.tables[p.t].probe_block(p.keys.clone(), p.lo, p.hi);
+        if pending && p.t < state.per_level {
+            state.pending.touch_directory(p.t, p.lo);
+        }
     }
     for p in probes.iter() {
         state.tables[p.t].probe_touch(p.block, p.lo, p.hi);
+        if pending && p.t < state.per_level {
+            state.pending.touch_values(p.t, p.lo);
+        }
     }
     for p in probes.iter_mut() {
         p.start = Some(state.tables[p.t].probe_start_at(p.block, p.lo));
@@ -277,14 +286,12 @@ fn scan_probes(
         let Some(start) = start else { continue };
         // Pending fingerprints are probed with level 0's tables.
         let pending_t = if t < state.per_level { t } else { usize::MAX };
-        for p in state.pending.range(pending_t, lo, hi) {
-            let d = (p ^ q).count_ones();
-            if d <= k {
-                found.push((spec.permutation.invert(p), d));
-                if first {
-                    return Ok(found);
-                }
-            }
+        let stopped = state.pending.near(pending_t, (lo, hi), q, k, |p, d| {
+            found.push((spec.permutation.invert(p), d));
+            !first
+        });
+        if stopped {
+            return Ok(found);
         }
         // The distance test runs inside the decoding loop; the rare near
         // value comes out to be recorded.

@@ -1,0 +1,535 @@
+//! The pending fingerprints: appended, not yet merged into a level.
+//!
+//! Each table keeps them under its own permutation, so a query probes
+//! them exactly like the table. A table's set is a few sorted runs, each
+//! at least twice as long as the next (like the digits of a binary
+//! counter): a batch of insertions becomes a new run, merged with the
+//! runs no longer than it, so a fingerprint is copied about
+//! `log2(pending / batch)` times in sequential passes instead of walking a
+//! tree at a random place per table; a probe searches each run through a
+//! directory of its values' top bits, about one cache line a run.
+//! Fingerprints removed one at a time (deleted while pending) are set
+//! aside and skipped until enough of them gather to filter the runs.
+
+use std::collections::HashSet;
+
+use crate::plan::Plan;
+
+/// Pending fingerprints, kept once per table under that table's
+/// permutation.
+#[derive(Debug, Clone)]
+pub struct Pending {
+    per_table: Vec<Runs>,
+    /// Pending fingerprints removed one at a time, still in `per_table`'s
+    /// runs: per table, permuted.
+    removed: Vec<HashSet<u64>>,
+}
+
+/// Pending sets smaller than this are built on the calling thread.
+const PARALLEL_BUILD_MIN: usize = 1 << 16;
+
+/// Removals set aside (see [`Pending::remove`]) before the runs are
+/// filtered, at least.
+const REMOVED_FOLD_MIN: usize = 4096;
+
+impl Pending {
+    /// An empty set for `tables` tables.
+    pub fn new(tables: usize) -> Self {
+        Self {
+            per_table: vec![Runs::default(); tables],
+            removed: vec![HashSet::new(); tables],
+        }
+    }
+
+    /// The set holding `fps` (distinct), one sorted run per table, the
+    /// tables spread over the cores (recovery after a crash rebuilds it
+    /// from up to a merge threshold of pending fingerprints).
+    pub fn from_fingerprints(plan: &Plan, fps: &[u64]) -> Self {
+        let build = |spec: &crate::plan::TableSpec| -> Runs {
+            let mut permuted: Vec<u64> = fps.iter().map(|&fp| spec.permutation.apply(fp)).collect();
+            permuted.sort_unstable();
+            let mut runs = Runs::default();
+            runs.push(permuted);
+            runs
+        };
+        let specs = plan.tables();
+        let threads = if fps.len() < PARALLEL_BUILD_MIN {
+            1
+        } else {
+            super::parallel::cores()
+        };
+        let per_table = super::parallel::map_indexed(specs.len(), threads, |t| build(&specs[t]));
+        Self {
+            removed: vec![HashSet::new(); per_table.len()],
+            per_table,
+        }
+    }
+
+    /// Number of pending fingerprints.
+    pub fn len(&self) -> usize {
+        match (self.per_table.first(), self.removed.first()) {
+            (Some(runs), Some(removed)) => runs.len() - removed.len(),
+            _ => 0,
+        }
+    }
+
+    /// Adds a fingerprint (not pending).
+    pub fn insert(&mut self, plan: &Plan, fp: u64) {
+        self.insert_many(plan, &[fp]);
+    }
+
+    /// Adds fingerprints (distinct, none pending): per table, one new run
+    /// (a fingerprint removed while it was set aside is simply kept).
+    pub fn insert_many(&mut self, plan: &Plan, fps: &[u64]) {
+        for ((runs, removed), spec) in self
+            .per_table
+            .iter_mut()
+            .zip(&mut self.removed)
+            .zip(plan.tables())
+        {
+            let mut permuted: Vec<u64> = fps
+                .iter()
+                .map(|&fp| spec.permutation.apply(fp))
+                .filter(|p| removed.is_empty() || !removed.remove(p))
+                .collect();
+            permuted.sort_unstable();
+            runs.push(permuted);
+        }
+    }
+
+    /// Removes a pending fingerprint: set aside, and skipped by every
+    /// read until the runs are filtered (once the set-aside ones are an
+    /// eighth of the set, or [`REMOVED_FOLD_MIN`]).
+    pub fn remove(&mut self, plan: &Plan, fp: u64) {
+        if !self.contains(plan, fp) {
+            return;
+        }
+        for (removed, spec) in self.removed.iter_mut().zip(plan.tables()) {
+            removed.insert(spec.permutation.apply(fp));
+        }
+        let aside = self.removed.first().map_or(0, HashSet::len);
+        if aside >= REMOVED_FOLD_MIN.max(self.len() / 8) {
+            self.fold_removed();
+        }
+    }
+
+    /// Filters the set-aside removals out of the runs.
+    fn fold_removed(&mut self) {
+        for (runs, removed) in self.per_table.iter_mut().zip(&mut self.removed) {
+            if !removed.is_empty() {
+                runs.retain(|p| !removed.contains(&p));
+                removed.clear();
+            }
+        }
+    }
+
+    /// Removes fingerprints that are pending, given in increasing order,
+    /// by filtering each run in one pass (a compaction that ran beside
+    /// writers removes most of the set at once, under the state lock).
+    pub fn remove_sorted(&mut self, plan: &Plan, fps: &[u64]) {
+        debug_assert!(fps.windows(2).all(|w| w[0] < w[1]));
+        if fps.is_empty() {
+            return;
+        }
+        self.fold_removed();
+        let mut permuted = Vec::with_capacity(fps.len());
+        for (runs, spec) in self.per_table.iter_mut().zip(plan.tables()) {
+            permuted.clear();
+            permuted.extend(fps.iter().map(|&fp| spec.permutation.apply(fp)));
+            permuted.sort_unstable();
+            runs.retain(|p| permuted.binary_search(&p).is_err());
+        }
+    }
+
+    /// Whether a fingerprint is pending.
+    pub fn contains(&self, plan: &Plan, fp: u64) -> bool {
+        match (self.per_table.first(), plan.tables().first()) {
+            (Some(runs), Some(spec)) => {
+                let p = spec.permutation.apply(fp);
+                runs.contains(p) && !self.removed[0].contains(&p)
+            }
+            _ => false,
+        }
+    }
+
+    /// Calls `near(p, d)` for each permuted pending fingerprint `p` of
+    /// table `t` within `lo..=hi` and at distance `d <= k` from `q` (in no
+    /// particular order) until it returns `false`; returns whether it did.
+    /// A query's probe of the pending set: one loop over each run's values
+    /// in the range, the rare near one checked against the set-aside
+    /// removals.
+    #[inline(always)]
+    pub fn near(
+        &self,
+        t: usize,
+        (lo, hi): (u64, u64),
+        q: u64,
+        k: u32,
+        mut near: impl FnMut(u64, u32) -> bool,
+    ) -> bool {
+        let (Some(runs), Some(removed)) = (self.per_table.get(t), self.removed.get(t)) else {
+            return false;
+        };
+        for run in &runs.runs {
+            for &v in &run.values[run.lower_bound(lo)..] {
+                if v > hi {
+                    break;
+                }
+                let d = (v ^ q).count_ones();
+                if d <= k && (removed.is_empty() || !removed.contains(&v)) && !near(v, d) {
+                    return true;
+                }
+            }
+        }
+        false
+    }
+
+    /// The first stage of a probe of table `t` for `lo`: asks the
+    /// processor for each run's directory entry of `lo`, which
+    /// [`touch_values`](Self::touch_values) reads (a query stages its
+    /// probes of the pending set with those of the tables).
+    #[inline(always)]
+    pub fn touch_directory(&self, t: usize, lo: u64) {
+        for run in self.per_table.get(t).map_or(&[][..], |r| &r.runs[..]) {
+            let top = run.top(lo);
+            crate::simd::prefetch(run.directory.get(top..top + 2).unwrap_or_default());
+        }
+    }
+
+    /// The second stage: asks for the values of each run from where `lo`
+    /// falls, which [`near`](Self::near) reads.
+    #[inline(always)]
+    pub fn touch_values(&self, t: usize, lo: u64) {
+        for run in self.per_table.get(t).map_or(&[][..], |r| &r.runs[..]) {
+            let top = run.top(lo);
+            if let (Some(&from), Some(&to)) = (run.directory.get(top), run.directory.get(top + 1)) {
+                crate::simd::prefetch(
+                    run.values
+                        .get(from as usize..to as usize)
+                        .unwrap_or_default(),
+                );
+            }
+        }
+    }
+
+    /// All pending fingerprints, unpermuted, in increasing order.
+    pub fn all(&self, plan: &Plan) -> Vec<u64> {
+        let (Some(runs), Some(spec)) = (self.per_table.first(), plan.tables().first()) else {
+            return Vec::new();
+        };
+        let removed = &self.removed[0];
+        let mut v: Vec<u64> = runs
+            .range(0, u64::MAX)
+            .filter(|p| !removed.contains(p))
+            .map(|p| spec.permutation.invert(p))
+            .collect();
+        v.sort_unstable();
+        v
+    }
+}
+
+/// One table's pending values: sorted runs, each at least twice as long
+/// as the next.
+#[derive(Debug, Clone, Default)]
+struct Runs {
+    runs: Vec<Run>,
+}
+
+impl Runs {
+    fn len(&self) -> usize {
+        self.runs.iter().map(|r| r.values.len()).sum()
+    }
+
+    /// Adds `values` (sorted, in no run) as a run, then merges the last
+    /// two runs while the last is at least half as long as the one
+    /// before it.
+    fn push(&mut self, values: Vec<u64>) {
+        if values.is_empty() {
+            return;
+        }
+        let mut last = values;
+        while let Some(before) = self.runs.last() {
+            if before.values.len() > 2 * last.len() {
+                break;
+            }
+            let before = self.runs.pop().map(|r| r.values).unwrap_or_default();
+            last = merged(&before, &last);
+        }
+        self.runs.push(Run::new(last));
+    }
+
+    /// Keeps the values `keep` accepts, each run rebuilt once.
+    fn retain(&mut self, mut keep: impl FnMut(u64) -> bool) {
+        for run in &mut self.runs {
+            let before = run.values.len();
+            run.values.retain(|&v| keep(v));
+            if run.values.len() != before {
+                *run = Run::new(std::mem::take(&mut run.values));
+            }
+        }
+        self.runs.retain(|r| !r.values.is_empty());
+    }
+
+    fn contains(&self, p: u64) -> bool {
+        self.runs
+            .iter()
+            .any(|r| r.values.get(r.lower_bound(p)) == Some(&p))
+    }
+
+    fn range(&self, lo: u64, hi: u64) -> impl Iterator<Item = u64> + '_ {
+        self.runs.iter().flat_map(move |r| {
+            r.values[r.lower_bound(lo)..]
+                .iter()
+                .copied()
+                .take_while(move |&v| v <= hi)
+        })
+    }
+}
+
+/// The two sorted, disjoint runs `a` and `b` as one.
+fn merged(a: &[u64], b: &[u64]) -> Vec<u64> {
+    let mut out = Vec::with_capacity(a.len() + b.len());
+    let (mut i, mut j) = (0, 0);
+    while i < a.len() && j < b.len() {
+        if a[i] < b[j] {
+            out.push(a[i]);
+            i += 1;
+        } else {
+            out.push(b[j]);
+            j += 1;
+        }
+    }
+    out.extend_from_slice(&a[i..]);
+    out.extend_from_slice(&b[j..]);
+    out
+}
+
+/// Runs shorter than this are searched without a directory.
+const DIRECTORY_MIN: usize = 64;
+
+/// A sorted run and the directory of its values' top bits.
+#[derive(Debug, Clone)]
+struct Run {
+    values: Vec<u64>,
+    /// For each value of the top `64 - shift` bits, the index of the first
+    /// value with those top bits or more; one entry past them (empty for
+    /// runs shorter than [`DIRECTORY_MIN`]).
+    directory: Vec<u32>,
+    shift: u32,
+}
+
+impl Run {
+    /// The run of `values` (sorted), with a directory of about one entry
+    /// per four values.
+    fn new(values: Vec<u64>) -> Self {
+        if values.len() < DIRECTORY_MIN || values.len() > u32::MAX as usize {
+            return Self {
+                values,
+                directory: Vec::new(),
+                shift: 64,
+            };
+        }
+        let bits = values.len().ilog2() - 2;
+        let shift = 64 - bits;
+        let mut directory = Vec::with_capacity((1 << bits) + 1);
+        for (i, &v) in values.iter().enumerate() {
+            let top = (v >> shift) as usize;
+            while directory.len() <= top {
+                directory.push(i as u32);
+            }
+        }
+        directory.resize((1 << bits) + 1, values.len() as u32);
+        Self {
+            values,
+            directory,
+            shift,
+        }
+    }
+
+    /// The directory entry of `x` (0 without a directory).
+    #[inline(always)]
+    fn top(&self, x: u64) -> usize {
+        x.checked_shr(self.shift).unwrap_or(0) as usize
+    }
+
+    /// The index of the first value at least `x`.
+    #[inline]
+    fn lower_bound(&self, x: u64) -> usize {
+        if self.directory.is_empty() {
+            return self.values.partition_point(|&v| v < x);
+        }
+        let top = self.top(x);
+        let (from, to) = (
+            self.directory[top] as usize,
+            self.directory[top + 1] as usize,
+        );
+        from + self.values[from..to].partition_point(|&v| v < x)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every table's permuted set, as the plan's permutations of `fps`.
+    fn expected(plan: &Plan, fps: &[u64]) -> Vec<Vec<u64>> {
+        plan.tables()
+            .iter()
+            .map(|spec| {
+                let mut v: Vec<u64> = fps.iter().map(|&x| spec.permutation.apply(x)).collect();
+                v.sort_unstable();
+                v
+            })
+            .collect()
+    }
+
+    /// Table `t`'s permuted pending fingerprints within `lo..=hi`, sorted.
+    fn range(pending: &Pending, t: usize, lo: u64, hi: u64) -> Vec<u64> {
+        let mut got = Vec::new();
+        pending.near(t, (lo, hi), 0, 64, |p, d| {
+            assert_eq!(d, p.count_ones());
+            got.push(p);
+            true
+        });
+        got.sort_unstable();
+        got
+    }
+
+    /// `pending` holds exactly `fps`: its length, its fingerprints, each
+    /// table's whole range and the ranges around a sample of values.
+    fn check(plan: &Plan, pending: &Pending, fps: &[u64]) {
+        let mut sorted = fps.to_vec();
+        sorted.sort_unstable();
+        assert_eq!(pending.len(), sorted.len());
+        assert_eq!(pending.all(plan), sorted);
+        for (t, want) in expected(plan, fps).iter().enumerate() {
+            assert_eq!(&range(pending, t, 0, u64::MAX), want, "table {t}");
+            for w in want.windows(3).step_by(97) {
+                let got = range(pending, t, w[0] + 1, w[2]);
+                assert_eq!(got, w[1..].to_vec(), "table {t} around {:x}", w[1]);
+                let got = range(pending, t, w[0] + 1, w[1] - 1);
+                assert!(
+                    got.is_empty(),
+                    "table {t} between {:x} and {:x}",
+                    w[0],
+                    w[1]
+                );
+                // Only those within the distance asked, and a stop stops.
+                let q = w[1] ^ 0b111;
+                let mut near = Vec::new();
+                pending.near(t, (w[0], w[2]), q, 2, |p, _| {
+                    near.push(p);
+                    true
+                });
+                let want: Vec<u64> = w
+                    .iter()
+                    .copied()
+                    .filter(|v| (v ^ q).count_ones() <= 2)
+                    .collect();
+                near.sort_unstable();
+                assert_eq!(near, want);
+                assert!(pending.near(t, (w[0], w[2]), w[1], 0, |_, _| false));
+            }
+        }
+        for &fp in fps.iter().step_by(31) {
+            assert!(pending.contains(plan, fp));
+            assert!(!pending.contains(plan, fp ^ 1) || fps.contains(&(fp ^ 1)));
+        }
+    }
+
+    #[test]
+    fn removing_sorted_fingerprints_few_or_most() {
+        let plan = Plan::new(3, 5).unwrap();
+        let mut rng = crate::test_rng::TestRng::new(1);
+        let mut fps: Vec<u64> = (0..1000).map(|_| rng.next_u64()).collect();
+        fps.sort_unstable();
+        for removed in [
+            fps.iter().step_by(50).copied().collect::<Vec<u64>>(),
+            fps.iter().copied().filter(|v| v % 7 != 0).collect(),
+        ] {
+            let mut pending = Pending::from_fingerprints(&plan, &fps);
+            pending.remove_sorted(&plan, &removed);
+            let kept: Vec<u64> = fps
+                .iter()
+                .copied()
+                .filter(|v| removed.binary_search(v).is_err())
+                .collect();
+            check(&plan, &pending, &kept);
+        }
+    }
+
+    #[test]
+    fn inserting_batches_of_every_size_keeps_every_fingerprint() {
+        let plan = Plan::new(3, 5).unwrap();
+        let mut rng = crate::test_rng::TestRng::new(2);
+        let mut many = Pending::new(plan.tables().len());
+        let mut all = Vec::new();
+        for size in [10, 5000, 100, 3000, 20_000, 63, 64, 1, 1, 1, 40_000] {
+            let batch: Vec<u64> = (0..size).map(|_| rng.next_u64()).collect();
+            many.insert_many(&plan, &batch);
+            all.extend_from_slice(&batch);
+            check(&plan, &many, &all);
+            // The runs stay few: each at least twice as long as the next.
+            for runs in &many.per_table {
+                for w in runs.runs.windows(2) {
+                    assert!(w[0].values.len() > 2 * w[1].values.len());
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn clustered_values_share_a_directory_entry() {
+        // Values alike in their top bits all fall in one directory entry.
+        let plan = Plan::new(3, 5).unwrap();
+        let fps: Vec<u64> = (0..5000u64)
+            .map(|i| 0xabcd_0000_0000_0000 | (i * 3))
+            .collect();
+        let pending = Pending::from_fingerprints(&plan, &fps);
+        check(&plan, &pending, &fps);
+        assert!(!pending.contains(&plan, 0xabcd_0000_0000_0001));
+    }
+
+    #[test]
+    fn removals_one_at_a_time_interleaved_with_insertions_match_a_set() {
+        let plan = Plan::new(3, 5).unwrap();
+        let mut rng = crate::test_rng::TestRng::new(3);
+        let mut pending = Pending::new(plan.tables().len());
+        let mut model: Vec<u64> = Vec::new();
+        for round in 0..60 {
+            let batch: Vec<u64> = (0..300).map(|_| rng.next_u64()).collect();
+            pending.insert_many(&plan, &batch);
+            model.extend_from_slice(&batch);
+            // Remove some one at a time (enough to fold the set-aside
+            // ones now and then), and put a few of them back.
+            let mut gone = Vec::new();
+            for _ in 0..200 {
+                if model.is_empty() {
+                    break;
+                }
+                let i = (rng.next_u64() % model.len() as u64) as usize;
+                let fp = model.swap_remove(i);
+                pending.remove(&plan, fp);
+                gone.push(fp);
+            }
+            // Removing what is not pending changes nothing.
+            pending.remove(&plan, rng.next_u64());
+            let back: Vec<u64> = gone.iter().copied().step_by(3).collect();
+            if round % 2 == 0 {
+                pending.insert_many(&plan, &back);
+            } else {
+                for &fp in &back {
+                    pending.insert(&plan, fp);
+                }
+            }
+            model.extend_from_slice(&back);
+            check(&plan, &pending, &model);
+        }
+        let mut sorted = model.clone();
+        sorted.sort_unstable();
+        let half: Vec<u64> = sorted.iter().copied().step_by(2).collect();
+        pending.remove_sorted(&plan, &half);
+        let kept: Vec<u64> = sorted.iter().copied().skip(1).step_by(2).collect();
+        check(&plan, &pending, &kept);
+    }
+}
