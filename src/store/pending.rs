@@ -137,7 +137,15 @@ impl Pending {
             permuted.clear();
             permuted.extend(fps.iter().map(|&fp| spec.permutation.apply(fp)));
             permuted.sort_unstable();
-            runs.retain(|p| permuted.binary_search(&p).is_err());
+            for run in &mut runs.runs {
+                // Both sorted: one walk through the run and the removals.
+                let mut gone = permuted.iter().copied().peekable();
+                run.filter(|v| {
+                    while gone.next_if(|&g| g < v).is_some() {}
+                    gone.next_if_eq(&v).is_none()
+                });
+            }
+            runs.runs.retain(|r| !r.values.is_empty());
         }
     }
 
@@ -258,14 +266,10 @@ impl Runs {
         self.runs.push(Run::new(last));
     }
 
-    /// Keeps the values `keep` accepts, each run rebuilt once.
+    /// Keeps the values `keep` accepts.
     fn retain(&mut self, mut keep: impl FnMut(u64) -> bool) {
         for run in &mut self.runs {
-            let before = run.values.len();
-            run.values.retain(|&v| keep(v));
-            if run.values.len() != before {
-                *run = Run::new(std::mem::take(&mut run.values));
-            }
+            run.filter(&mut keep);
         }
         self.runs.retain(|r| !r.values.is_empty());
     }
@@ -343,6 +347,16 @@ impl Run {
             values,
             directory,
             shift,
+        }
+    }
+
+    /// Keeps the values `keep` accepts (visited in increasing order),
+    /// the directory rebuilt when any goes.
+    fn filter(&mut self, mut keep: impl FnMut(u64) -> bool) {
+        let before = self.values.len();
+        self.values.retain(|&v| keep(v));
+        if self.values.len() != before {
+            *self = Run::new(std::mem::take(&mut self.values));
         }
     }
 
