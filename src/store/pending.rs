@@ -46,10 +46,8 @@ impl Pending {
     /// from up to a merge threshold of pending fingerprints).
     pub fn from_fingerprints(plan: &Plan, fps: &[u64]) -> Self {
         let build = |spec: &crate::plan::TableSpec| -> Runs {
-            let mut permuted: Vec<u64> = fps.iter().map(|&fp| spec.permutation.apply(fp)).collect();
-            permuted.sort_unstable();
             let mut runs = Runs::default();
-            runs.push(permuted);
+            runs.push(permuted_sorted(spec, fps));
             runs
         };
         let specs = plan.tables();
@@ -87,12 +85,10 @@ impl Pending {
             .zip(&mut self.removed)
             .zip(plan.tables())
         {
-            let mut permuted: Vec<u64> = fps
-                .iter()
-                .map(|&fp| spec.permutation.apply(fp))
-                .filter(|p| removed.is_empty() || !removed.remove(p))
-                .collect();
-            permuted.sort_unstable();
+            let mut permuted = permuted_sorted(spec, fps);
+            if !removed.is_empty() {
+                permuted.retain(|p| !removed.remove(p));
+            }
             runs.push(permuted);
         }
     }
@@ -132,11 +128,8 @@ impl Pending {
             return;
         }
         self.fold_removed();
-        let mut permuted = Vec::with_capacity(fps.len());
         for (runs, spec) in self.per_table.iter_mut().zip(plan.tables()) {
-            permuted.clear();
-            permuted.extend(fps.iter().map(|&fp| spec.permutation.apply(fp)));
-            permuted.sort_unstable();
+            let permuted = permuted_sorted(spec, fps);
             for run in &mut runs.runs {
                 // Both sorted: one walk through the run and the removals.
                 let mut gone = permuted.iter().copied().peekable();
@@ -234,6 +227,11 @@ impl Pending {
         v.sort_unstable();
         v
     }
+}
+
+/// `fps` under `spec`'s permutation, in increasing order.
+fn permuted_sorted(spec: &crate::plan::TableSpec, fps: &[u64]) -> Vec<u64> {
+    super::sort::sorted_keys(fps, |&fp| spec.permutation.apply(fp))
 }
 
 /// One table's pending values: sorted runs, each at least twice as long
