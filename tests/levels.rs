@@ -44,6 +44,9 @@ fn grown_with(data: &[u64], options: Options, seed: u64) {
     let path = dir.path().join("s");
     let options = options.merge_threshold(40).manual_compaction(true);
     let store = Store::create(&path, &options).unwrap();
+    // Every table is in memory: queries probe the levels above level 0
+    // through their in-memory set, carried by every merge below.
+    assert!(store.stats().upper_set_bytes.is_some());
     let mut rng = Rng(seed);
     let mut model = Model::default();
     let qs = queries(data, 150, &mut rng);
@@ -121,6 +124,8 @@ fn grown_with(data: &[u64], options: Options, seed: u64) {
     }
     drop(store);
     let store = Store::open(&path, &options.clone().warm(false)).unwrap();
+    // Blocks read on demand: queries probe every level's tables.
+    assert_eq!(store.stats().upper_set_bytes, None);
     check_store(&store, &model, &qs);
     store.merge_due().unwrap();
     check_store(&store, &model, &qs);
@@ -128,6 +133,7 @@ fn grown_with(data: &[u64], options: Options, seed: u64) {
     drop(store);
     let store = Store::open(&path, &options).unwrap();
     store.wait_warm();
+    assert!(store.stats().upper_set_bytes.is_some());
     check_store(&store, &model, &qs);
 
     // A bulk insert as large as an eighth of the store takes every level

@@ -226,16 +226,29 @@ fn probe_tables(
                 hits.push((order[r], x, d));
             }
         })?;
-        // Pending fingerprints are probed with level 0's tables.
-        if t >= state.per_level || state.pending.len() == 0 {
+        // Pending fingerprints and the upper levels' (see `State::upper`)
+        // are probed with level 0's tables.
+        if t >= state.per_level {
             continue;
         }
-        for (r, (&q, &i)) in queries.iter().zip(&order).enumerate() {
-            let (lo, hi) = ranges[r];
-            state.pending.near(t, (lo, hi), q, k, |p, d| {
-                hits.push((i, spec.permutation.invert(p), d));
-                true
-            });
+        if state.pending.len() > 0 {
+            for (r, (&q, &i)) in queries.iter().zip(&order).enumerate() {
+                state.pending.near(t, ranges[r], q, k, |p, d| {
+                    hits.push((i, spec.permutation.invert(p), d));
+                    true
+                });
+            }
+        }
+        if let Some(upper) = state.upper.as_deref().filter(|u| u.len() > 0) {
+            for (r, (&q, &i)) in queries.iter().zip(&order).enumerate() {
+                upper.near(t, ranges[r], q, k, |p, d| {
+                    let x = spec.permutation.invert(p);
+                    if !state.tombstones.contains(&x) {
+                        hits.push((i, x, d));
+                    }
+                    true
+                });
+            }
         }
     }
     let mut counts = vec![0usize; chunk.len()];

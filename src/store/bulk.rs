@@ -122,6 +122,10 @@ pub(crate) fn insert_bulk<E: super::Entry>(shared: &Shared, pairs: &[E]) -> Resu
         state.id_table = id_table;
         state.overlay = overlay;
         state.pending = Pending::new(plan.tables().len());
+        // Every upper level is emptied into level 0.
+        if state.upper.is_some() {
+            state.upper = Some(Arc::new(Pending::new(plan.tables().len())));
+        }
         state.tombstones.clear();
         state.ids = counters.ids + new_ids;
         shared.locks.next_generation();

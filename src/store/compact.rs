@@ -88,6 +88,8 @@ struct Gathered {
     /// Tombstoned fingerprints of the target and source levels (they
     /// leave the tables); increasing.
     removes: Vec<u64>,
+    /// The upper levels' set, when built (see [`upper`](super::upper)).
+    upper: Option<Arc<Pending>>,
     generation: u64,
 }
 
@@ -96,7 +98,7 @@ struct Gathered {
 /// snapshot).
 fn gather(shared: &Shared, job: &Job) -> Result<Gathered> {
     let plan = &shared.plan;
-    let (tables, per_level, id_table, overlay, fold, pending, tombstones, generation) = {
+    let (tables, per_level, id_table, overlay, fold, pending, tombstones, upper, generation) = {
         let state = shared.state.read();
         let mut tombstones: Vec<u64> = state.tombstones.iter().copied().collect();
         tombstones.sort_unstable();
@@ -126,6 +128,7 @@ fn gather(shared: &Shared, job: &Job) -> Result<Gathered> {
                 Vec::new()
             },
             tombstones,
+            state.upper.clone(),
             shared.locks.generation(),
         )
     };
@@ -156,6 +159,7 @@ fn gather(shared: &Shared, job: &Job) -> Result<Gathered> {
         pending,
         adds,
         removes,
+        upper,
         generation,
     })
 }
@@ -196,7 +200,23 @@ fn run(shared: &Shared, job: &Job) -> Result<CompactionReport> {
             outputs.push((l * g.per_level + t, cleared_output(old)));
         }
     }
-    commit(shared, job, &g, outputs, ids.zip(prepared))
+    let upper = g
+        .upper
+        .as_ref()
+        .map(|old| {
+            let (pending, removes) = (&g.pending, &g.removes);
+            super::upper::after_merge(
+                &shared.plan,
+                old,
+                &g.tables,
+                g.per_level,
+                job,
+                pending,
+                removes,
+            )
+        })
+        .transpose()?;
+    commit(shared, job, &g, outputs, ids.zip(prepared), upper)
 }
 
 /// Stops the journal of writes (see [`Locks::start_journal`]) when a merge
@@ -570,6 +590,7 @@ fn commit(
     g: &Gathered,
     mut outputs: Vec<(usize, Merged)>,
     ids: Option<(&IdsInput<'_>, Reconciled)>,
+    upper: Option<Arc<Pending>>,
 ) -> Result<CompactionReport> {
     let db = &shared.db;
     let plan = &shared.plan;
@@ -627,6 +648,7 @@ fn commit(
                 state.overlay = overlay;
             }
             state.pending = Pending::new(plan.tables().len());
+            state.upper = upper;
             state.tombstones.clear();
         })?;
         return Ok(report);
@@ -687,6 +709,7 @@ fn commit(
             "tables change only under the compaction lock"
         );
         state.tables = swapped(&g.tables, outputs);
+        state.upper = upper;
         if let Some((id_table, overlay, _)) = id_parts {
             state.id_table = id_table;
             state.overlay = overlay;

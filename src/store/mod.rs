@@ -24,6 +24,7 @@ mod sort;
 mod state;
 mod stats;
 mod upgrade;
+mod upper;
 mod verify;
 mod warm;
 mod write;
@@ -137,7 +138,14 @@ impl Store {
             source,
         };
         let warmer = if !shared.options.no_warm {
-            warm::spawn(&shared).map_err(io)?
+            let warmer = warm::spawn(&shared).map_err(io)?;
+            if warmer.is_none() {
+                // Every block is held already: the upper levels' set is
+                // built now (the warming builds it otherwise).
+                let _one_at_a_time = shared.locks.merging();
+                upper::install(&shared);
+            }
+            warmer
         } else {
             None
         };

@@ -502,6 +502,7 @@ fn load(dir: &Path, db: Db, manifest: Manifest, options: &Options) -> Result<Sha
         tables: Arc::new(states),
         per_level,
         pending,
+        upper: None,
         tombstones,
         ids: counters.ids,
         id_table: Arc::new(id_table),

@@ -12,6 +12,7 @@
 //! aside and skipped until enough of them gather to filter the runs.
 
 use std::collections::HashSet;
+use std::sync::Arc;
 
 use crate::plan::Plan;
 
@@ -61,6 +62,45 @@ impl Pending {
             removed: vec![HashSet::new(); per_table.len()],
             per_table,
         }
+    }
+
+    /// The set holding, for each table, the permuted values `per_table[t]`
+    /// (each sorted and distinct, all the permutations of one set of
+    /// fingerprints), one run per table.
+    pub fn from_permuted(per_table: Vec<Vec<u64>>) -> Self {
+        debug_assert!(per_table.iter().all(|v| v.windows(2).all(|w| w[0] < w[1])));
+        let per_table: Vec<Runs> = per_table
+            .into_iter()
+            .map(|values| {
+                let mut runs = Runs::default();
+                runs.push(values);
+                runs
+            })
+            .collect();
+        Self {
+            removed: vec![HashSet::new(); per_table.len()],
+            per_table,
+        }
+    }
+
+    /// Table `t`'s values (permuted), in increasing order.
+    pub fn table_values(&self, t: usize) -> Vec<u64> {
+        let (Some(runs), Some(removed)) = (self.per_table.get(t), self.removed.get(t)) else {
+            return Vec::new();
+        };
+        let mut v: Vec<u64> = runs
+            .range(0, u64::MAX)
+            .filter(|p| !removed.contains(p))
+            .collect();
+        v.sort_unstable();
+        v
+    }
+
+    /// Bytes the runs and their directories take.
+    pub fn heap_bytes(&self) -> u64 {
+        let runs = self.per_table.iter().flat_map(|r| &r.runs);
+        runs.map(|r| (r.values.capacity() * 8 + r.directory.capacity() * 4) as u64)
+            .sum()
     }
 
     /// Number of pending fingerprints.
@@ -133,7 +173,10 @@ impl Pending {
             for run in &mut runs.runs {
                 // Both sorted: one walk through the run and the removals.
                 let mut gone = permuted.iter().copied().peekable();
-                run.filter(|v| {
+                if gone.peek().is_none_or(|&g| g > run.last()) {
+                    continue;
+                }
+                Arc::make_mut(run).filter(|v| {
                     while gone.next_if(|&g| g < v).is_some() {}
                     gone.next_if_eq(&v).is_none()
                 });
@@ -185,25 +228,25 @@ impl Pending {
         false
     }
 
-    /// The first stage of a probe of table `t` for `lo`: asks the
-    /// processor for each run's directory entry of `lo`, which
-    /// [`touch_values`](Self::touch_values) reads (a query stages its
-    /// probes of the pending set with those of the tables).
+    /// The first stage of a probe of table `t` for the range `lo..=hi`:
+    /// asks the processor for each run's directory entries of the range,
+    /// which [`touch_values`](Self::touch_values) reads (a query stages
+    /// its probes of the pending set with those of the tables).
     #[inline(always)]
-    pub fn touch_directory(&self, t: usize, lo: u64) {
+    pub fn touch_directory(&self, t: usize, (lo, hi): (u64, u64)) {
         for run in self.per_table.get(t).map_or(&[][..], |r| &r.runs[..]) {
-            let top = run.top(lo);
-            crate::simd::prefetch(run.directory.get(top..top + 2).unwrap_or_default());
+            let (from, to) = run.tops(lo, hi);
+            crate::simd::prefetch(run.directory.get(from..to + 2).unwrap_or_default());
         }
     }
 
-    /// The second stage: asks for the values of each run from where `lo`
-    /// falls, which [`near`](Self::near) reads.
+    /// The second stage: asks for the values of each run that the range
+    /// may hold, which [`near`](Self::near) reads.
     #[inline(always)]
-    pub fn touch_values(&self, t: usize, lo: u64) {
+    pub fn touch_values(&self, t: usize, (lo, hi): (u64, u64)) {
         for run in self.per_table.get(t).map_or(&[][..], |r| &r.runs[..]) {
-            let top = run.top(lo);
-            if let (Some(&from), Some(&to)) = (run.directory.get(top), run.directory.get(top + 1)) {
+            let (from, to) = run.tops(lo, hi);
+            if let (Some(&from), Some(&to)) = (run.directory.get(from), run.directory.get(to + 1)) {
                 crate::simd::prefetch(
                     run.values
                         .get(from as usize..to as usize)
@@ -235,10 +278,11 @@ fn permuted_sorted(spec: &crate::plan::TableSpec, fps: &[u64]) -> Vec<u64> {
 }
 
 /// One table's pending values: sorted runs, each at least twice as long
-/// as the next.
+/// as the next. Runs are shared between clones (a copy of the set costs
+/// a pointer a run; a run is copied when a shared one changes).
 #[derive(Debug, Clone, Default)]
 struct Runs {
-    runs: Vec<Run>,
+    runs: Vec<Arc<Run>>,
 }
 
 impl Runs {
@@ -258,16 +302,16 @@ impl Runs {
             if before.values.len() > 2 * last.len() {
                 break;
             }
-            let before = self.runs.pop().map(|r| r.values).unwrap_or_default();
-            last = merged(&before, &last);
+            let before = self.runs.pop().unwrap_or_default();
+            last = merged(&before.values, &last);
         }
-        self.runs.push(Run::new(last));
+        self.runs.push(Arc::new(Run::new(last)));
     }
 
     /// Keeps the values `keep` accepts.
     fn retain(&mut self, mut keep: impl FnMut(u64) -> bool) {
         for run in &mut self.runs {
-            run.filter(&mut keep);
+            Arc::make_mut(run).filter(&mut keep);
         }
         self.runs.retain(|r| !r.values.is_empty());
     }
@@ -309,8 +353,12 @@ fn merged(a: &[u64], b: &[u64]) -> Vec<u64> {
 /// Runs shorter than this are searched without a directory.
 const DIRECTORY_MIN: usize = 64;
 
+/// Directory entries (about four values each) a probe asks the
+/// processor for at most.
+const TOUCH_ENTRIES: usize = 16;
+
 /// A sorted run and the directory of its values' top bits.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Default)]
 struct Run {
     values: Vec<u64>,
     /// For each value of the top `64 - shift` bits, the index of the first
@@ -356,6 +404,20 @@ impl Run {
         if self.values.len() != before {
             *self = Run::new(std::mem::take(&mut self.values));
         }
+    }
+
+    /// The largest value (0 for an empty run).
+    fn last(&self) -> u64 {
+        self.values.last().copied().unwrap_or(0)
+    }
+
+    /// The directory entries of `lo` and `hi`, at most [`TOUCH_ENTRIES`]
+    /// apart (a probe asks for the cache lines of a range that long at
+    /// most; the rest come as the scan reaches them).
+    #[inline(always)]
+    fn tops(&self, lo: u64, hi: u64) -> (usize, usize) {
+        let from = self.top(lo);
+        (from, self.top(hi).min(from + TOUCH_ENTRIES))
     }
 
     /// The directory entry of `x` (0 without a directory).

@@ -238,24 +238,31 @@ fn collect_first(
 
 /// Runs the probing stages (the block keys to search, the block, its
 /// slot and the run's memory, the run's start; for level 0's tables, the
-/// pending runs' directory entries and values too) for every probe, each
-/// stage for all before the next, so the cache misses of a stage overlap
-/// (merging two stages' loops measurably loses that overlap); the runs
-/// are then scanned query by query.
+/// directory entries and values of the pending runs and of the upper
+/// levels' runs too) for every probe, each stage for all before the
+/// next, so the cache misses of a stage overlap (merging two stages'
+/// loops measurably loses that overlap); the runs are then scanned query
+/// by query.
 #[inline(always)]
 fn run_stages(state: &State, probes: &mut [Probe]) {
-    // Level 0's tables carry the pending fingerprints' probes.
-    let pending = state.pending.len() > 0;
+    // Level 0's tables carry the probes of the runs.
+    let pending = (state.pending.len() > 0).then_some(&state.pending);
+    let upper = state.upper.as_deref().filter(|u| u.len() > 0);
+    let runs = [pending, upper];
     for p in probes.iter_mut() {
         p.block = state.tables[p.t].probe_block(p.keys.clone(), p.lo, p.hi);
-        if pending && p.t < state.per_level {
-            state.pending.touch_directory(p.t, p.lo);
+        if p.t < state.per_level {
+            runs.iter()
+                .flatten()
+                .for_each(|r| r.touch_directory(p.t, (p.lo, p.hi)));
         }
     }
     for p in probes.iter() {
         state.tables[p.t].probe_touch(p.block, p.lo, p.hi);
-        if pending && p.t < state.per_level {
-            state.pending.touch_values(p.t, p.lo);
+        if p.t < state.per_level {
+            runs.iter()
+                .flatten()
+                .for_each(|r| r.touch_values(p.t, (p.lo, p.hi)));
         }
     }
     for p in probes.iter_mut() {
@@ -284,14 +291,23 @@ fn scan_probes(
     {
         let spec = &shared.plan.tables()[t % state.per_level];
         let Some(start) = start else { continue };
-        // Pending fingerprints are probed with level 0's tables.
-        let pending_t = if t < state.per_level { t } else { usize::MAX };
-        let stopped = state.pending.near(pending_t, (lo, hi), q, k, |p, d| {
+        // Pending fingerprints and the upper levels' are probed with level
+        // 0's tables.
+        let runs_t = if t < state.per_level { t } else { usize::MAX };
+        let stopped = state.pending.near(runs_t, (lo, hi), q, k, |p, d| {
             found.push((spec.permutation.invert(p), d));
             !first
         });
         if stopped {
             return Ok(found);
+        }
+        if let Some(upper) = state.upper.as_deref() {
+            let stopped = upper.near(runs_t, (lo, hi), q, k, |p, d| {
+                !accept(spec, state, p, d, &mut found) || !first
+            });
+            if stopped {
+                return Ok(found);
+            }
         }
         // The distance test runs inside the decoding loop; the rare near
         // value comes out to be recorded.

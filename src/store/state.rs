@@ -31,6 +31,12 @@ pub struct State {
     pub per_level: usize,
     /// Appended, not yet merged.
     pub pending: Pending,
+    /// Every fingerprint of the levels above level 0 (tombstoned or not),
+    /// once built (see [`upper`](super::upper)): queries probe it with
+    /// level 0's tables instead of probing those levels' tables. `None`
+    /// until every table is held in memory (then queries probe every
+    /// level's tables).
+    pub upper: Option<Arc<Pending>>,
     /// Deleted, not yet removed from the blocks.
     pub tombstones: HashSet<u64>,
     /// Number of (fingerprint, id) pairs.
@@ -95,12 +101,13 @@ impl State {
     }
 
     /// The tables a query probes for the plan's tables `probe`: those of
-    /// level 0 (which carry the pending fingerprints' probes), then those
-    /// of every other level holding fingerprints.
+    /// level 0 (which carry the probes of the pending fingerprints and of
+    /// [`upper`](Self::upper)), then, while `upper` is not built, those of
+    /// every other level holding fingerprints.
     pub fn probes(&self, probe: &[usize]) -> Vec<usize> {
         let mut out = Vec::with_capacity(probe.len());
         for l in 0..self.levels() {
-            if l == 0 || self.level(l).fingerprints() > 0 {
+            if l == 0 || (self.upper.is_none() && self.level(l).fingerprints() > 0) {
                 out.extend(probe.iter().map(|&t| l * self.per_level + t));
             }
         }

@@ -54,6 +54,11 @@ pub struct Stats {
     /// bulk inserts) since this handle opened the store, as encoded
     /// (RocksDB adds its own write-ahead log and compaction writes).
     pub merge_bytes_written: u64,
+    /// Bytes of the uncompressed copy of the levels above level 0 that
+    /// queries probe with level 0's tables (8 bytes a fingerprint a table,
+    /// and their directories); `None` while it is not built (until the
+    /// tables are read into memory, or when they are not held there).
+    pub upper_set_bytes: Option<u64>,
 }
 
 /// Counts and sizes of one level of tables.
@@ -98,6 +103,7 @@ pub(crate) fn stats(shared: &Shared) -> Stats {
                 }
             })
             .collect(),
+        upper_set_bytes: state.upper.as_ref().map(|u| u.heap_bytes()),
         merge_bytes_written: shared
             .merge_bytes
             .load(std::sync::atomic::Ordering::Relaxed),

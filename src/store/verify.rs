@@ -6,7 +6,9 @@
 
 use std::collections::HashSet;
 
+use super::pending::Pending;
 use super::shared::Shared;
+use super::state::State;
 use crate::codec::BlockView;
 use crate::error::Result;
 use crate::format::ids::IdBlock;
@@ -188,8 +190,44 @@ pub(crate) fn verify(shared: &Shared) -> Result<VerifyReport> {
             ));
         }
     }
+    if let Some(set) = state.upper.as_deref() {
+        check_upper(set, &state, &mut report);
+    }
     check_records(shared, &state, &mut report)?;
     Ok(report)
+}
+
+/// The in-memory set of the upper levels (see [`upper`](super::upper))
+/// against the levels' tables it was derived from: the same values in
+/// every table. (A block that does not decode is reported by the scans.)
+fn check_upper(set: &Pending, state: &State, report: &mut VerifyReport) {
+    let Some(expected) = super::upper::build(&state.tables, state.per_level) else {
+        return;
+    };
+    for t in 0..state.per_level {
+        let (held, stored) = (set.table_values(t), expected.table_values(t));
+        if held != stored {
+            report.problems.push(format!(
+                "table {t}: the in-memory set of the levels above level 0 holds {} fingerprints, their tables {} ({} differ)",
+                held.len(),
+                stored.len(),
+                differing(&held, &stored)
+            ));
+        }
+    }
+}
+
+/// How many values are in one of the increasing `a` and `b` only.
+fn differing(a: &[u64], b: &[u64]) -> usize {
+    let (mut i, mut j, mut n) = (0, 0, 0);
+    while i < a.len() && j < b.len() {
+        match a[i].cmp(&b[j]) {
+            std::cmp::Ordering::Less => (i, n) = (i + 1, n + 1),
+            std::cmp::Ordering::Greater => (j, n) = (j + 1, n + 1),
+            std::cmp::Ordering::Equal => (i, j) = (i + 1, j + 1),
+        }
+    }
+    n + (a.len() - i) + (b.len() - j)
 }
 
 /// Table `t`'s index record (of a store of the current format) against
