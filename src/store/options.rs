@@ -225,7 +225,10 @@ impl Options {
     /// fingerprint is stored, are held whatever the budget (unless that
     /// table is level 0's only one, as in a one-table store). Decided at
     /// open; a store that outgrows the budget while open stays in memory
-    /// until reopened.
+    /// until reopened. A store held whole in memory also keeps its levels
+    /// above level 0 as one uncompressed set for queries (8 bytes a
+    /// fingerprint a table, see [`Stats::upper_set_bytes`](super::Stats::upper_set_bytes)),
+    /// outside the budget.
     pub fn memory_budget(mut self, bytes: u64) -> Self {
         self.memory_budget = Some(bytes);
         self
