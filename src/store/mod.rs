@@ -7,6 +7,7 @@ mod compact;
 mod compactor;
 mod entry;
 mod files;
+mod filters;
 mod health;
 mod ids;
 mod levels;
@@ -140,9 +141,11 @@ impl Store {
         let warmer = if !shared.options.no_warm {
             let warmer = warm::spawn(&shared).map_err(io)?;
             if warmer.is_none() {
-                // Every block is held already: the upper levels' set is
-                // built now (the warming builds it otherwise).
+                // Every block is held already: the levels' filters and
+                // the upper levels' set are built now (the warming builds
+                // them otherwise).
                 let _one_at_a_time = shared.locks.merging();
+                filters::install(&shared);
                 upper::install(&shared);
             }
             warmer

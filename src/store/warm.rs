@@ -245,6 +245,7 @@ pub(crate) fn warm(shared: &Shared) -> Result<()> {
             .collect();
         state.tables = Arc::new(settled);
     }
+    super::filters::install(shared);
     super::upper::install(shared);
     super::memory::release_free_memory(shared);
     Ok(())

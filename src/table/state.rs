@@ -162,6 +162,12 @@ impl TableState {
         self
     }
 
+    /// Whether the table has a membership filter (see
+    /// [`filtered`](Self::filtered)).
+    pub fn has_filter(&self) -> bool {
+        self.filter.is_some()
+    }
+
     /// Whether blocks are held in memory, all of them once read (otherwise
     /// probes read every block through the table's source).
     pub fn in_memory(&self) -> bool {

@@ -1,0 +1,100 @@
+//! Membership filters for tables read at open.
+//!
+//! Every write asks each level's table 0 whether it holds the write's
+//! fingerprint; a merge gives the table it writes a filter that answers
+//! "no" for nearly every new fingerprint (see
+//! [`TableState::filtered`]). Filters are memory only, so a reopened
+//! store has none until merges rewrite its levels, and until then every
+//! write probes every level. Once a table's blocks are all held in memory
+//! (at the end of the warming, or at start when nothing is unread) its
+//! filter is built here, beside writers and queries.
+
+use std::sync::Arc;
+
+use super::shared::Shared;
+use crate::table::TableState;
+
+/// Gives each level's table 0 that is held in memory, has fingerprints
+/// and has no filter one. The caller holds the merge lock, so the tables
+/// do not change meanwhile (they are rebuilt from a snapshot and swapped
+/// in when they are still the state's).
+pub(super) fn install(shared: &Shared) {
+    let (tables, per_level) = {
+        let state = shared.state.read();
+        (Arc::clone(&state.tables), state.per_level)
+    };
+    let wanted: Vec<usize> = (0..tables.len())
+        .step_by(per_level.max(1))
+        .filter(|&t| wants_filter(&tables[t]))
+        .collect();
+    if wanted.is_empty() {
+        return;
+    }
+    let built = super::parallel::map_indexed(wanted.len(), super::parallel::cores(), |i| {
+        tables[wanted[i]].clone().filtered()
+    });
+    let mut state = shared.state.write();
+    if !Arc::ptr_eq(&state.tables, &tables) {
+        return;
+    }
+    let mut new = tables.to_vec();
+    for (t, table) in wanted.into_iter().zip(built) {
+        new[t] = table;
+    }
+    state.tables = Arc::new(new);
+}
+
+fn wants_filter(table: &TableState) -> bool {
+    table.in_memory() && !table.has_unread() && !table.has_filter() && table.fingerprints() > 0
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::store::{Options, Store};
+    use crate::test_rng::TestRng;
+
+    /// Each level's table 0 of a reopened store, with blocks in memory,
+    /// has its filter once the warming ends; the answers do not change.
+    #[test]
+    fn reopened_levels_get_their_filters() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s");
+        let options = Options::new()
+            .block_size(64)
+            .merge_threshold(50)
+            .manual_compaction(true);
+        let store = Store::create(&path, &options).unwrap();
+        let mut rng = TestRng::new(5);
+        let fps: Vec<u64> = (0..3000).map(|_| rng.next_u64()).collect();
+        for (i, &fp) in fps.iter().enumerate() {
+            store.insert(fp, i as u64).unwrap();
+            if i % 50 == 49 {
+                store.merge_due().unwrap();
+            }
+        }
+        let held = |store: &Store| {
+            let state = store.shared.state.read();
+            (0..state.levels())
+                .filter(|&l| state.level(l).fingerprints() > 0)
+                .map(|l| state.level(l).has_filter())
+                .collect::<Vec<_>>()
+        };
+        assert!(held(&store).len() >= 2, "{:?}", held(&store));
+        drop(store);
+
+        let store = Store::open(&path, &options.clone().warm(false)).unwrap();
+        assert!(
+            held(&store).iter().all(|&f| !f),
+            "memory only, never stored"
+        );
+        drop(store);
+        let store = Store::open(&path, &options).unwrap();
+        store.wait_warm();
+        let filtered = held(&store);
+        assert!(filtered.iter().all(|&f| f), "{filtered:?}");
+        for (i, &fp) in fps.iter().enumerate() {
+            assert_eq!(store.ids(fp).unwrap(), vec![i as u64]);
+        }
+        assert!(store.verify().unwrap().ok());
+    }
+}
