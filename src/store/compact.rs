@@ -545,6 +545,21 @@ pub(crate) fn write_ids(
         _ => context.all(&state.overlay)?,
     };
     let ids_cf = db.family(keys::IDS_FAMILY)?;
+    let per_key = reconciled.deletes.len() + reconciled.puts.len() + reconciled.fixes.len();
+    if rewrite_whole(reconciled.overlay.len(), per_key) {
+        // The overlay is the family's content after the merge: when it
+        // holds fewer pairs than the changes (a merge into level 0 folds
+        // most of it into id blocks), the family is emptied by one range
+        // delete and written again, fewer puts than there would be
+        // deletes of the pairs that moved.
+        batch.delete_range_cf(ids_cf, &[0u8; 16][..], &[0xffu8; 17][..]);
+        for (fp, entries) in reconciled.overlay.iter() {
+            for &(id, added) in entries {
+                batch.put_cf(ids_cf, keys::id_pair(fp, id), keys::id_mark(added));
+            }
+        }
+        return Ok((Arc::new(table), reconciled.overlay, new_pairs));
+    }
     for (fp, id) in reconciled.deletes {
         batch.delete_cf(ids_cf, keys::id_pair(fp, id));
     }
@@ -558,6 +573,54 @@ pub(crate) fn write_ids(
         }
     }
     Ok((Arc::new(table), reconciled.overlay, new_pairs))
+}
+
+/// Whether a family is better emptied by one range delete and written
+/// again with its `after` keys than changed by `per_key` puts and deletes:
+/// every key is an entry RocksDB sorts when it flushes its memtable.
+fn rewrite_whole(after: usize, per_key: usize) -> bool {
+    after < per_key
+}
+
+/// Adds a merge's changes to the `pending` family to `batch`: `changes`
+/// (increasing; `true`: the fingerprint becomes pending, `false`: it
+/// leaves) to a family holding the `count` fingerprints `now` lists
+/// (increasing). A merge moves most of what is pending into the tables,
+/// so the family is usually emptied and written again with the few
+/// fingerprints written while the merge ran.
+fn write_pending(
+    batch: &mut crate::storage::Batch,
+    family: &crate::storage::Family,
+    count: usize,
+    now: impl FnOnce() -> Vec<u64>,
+    changes: &[(u64, bool)],
+) {
+    let joining = changes.iter().filter(|&&(_, join)| join).count();
+    let after = (count + joining).saturating_sub(changes.len() - joining);
+    if !rewrite_whole(after, changes.len()) {
+        for &(x, join) in changes {
+            if join {
+                batch.put_cf(family, keys::fingerprint(x), []);
+            } else {
+                batch.delete_cf(family, keys::fingerprint(x));
+            }
+        }
+        return;
+    }
+    batch.delete_range_cf(family, &[0u8; 8][..], &[0xffu8; 9][..]);
+    let leaving: Vec<u64> = changes
+        .iter()
+        .filter(|&&(_, join)| !join)
+        .map(|&(x, _)| x)
+        .collect();
+    // A joining fingerprint is not pending now: no key is put twice.
+    let staying = now()
+        .into_iter()
+        .filter(|x| leaving.binary_search(x).is_err());
+    let joining = changes.iter().filter(|&&(_, join)| join).map(|&(x, _)| x);
+    for x in staying.chain(joining) {
+        batch.put_cf(family, keys::fingerprint(x), []);
+    }
 }
 
 /// The tables after a merge: `old` with each of `outputs` in its place.
@@ -666,6 +729,7 @@ fn commit(
     let mut fixes = Vec::new();
     {
         let state = shared.state.read();
+        let mut pending_changes = Vec::new();
         for &x in &touched {
             let was_in_tables = removes.binary_search(&x).is_ok();
             let pending = state.pending.contains(plan, x);
@@ -678,11 +742,7 @@ fn commit(
                 (live, false)
             };
             if want_pending != pending {
-                if want_pending {
-                    batch.put_cf(pending_cf, keys::fingerprint(x), []);
-                } else {
-                    batch.delete_cf(pending_cf, keys::fingerprint(x));
-                }
+                pending_changes.push((x, want_pending));
             }
             if want_tomb != tombstoned {
                 if want_tomb {
@@ -693,6 +753,13 @@ fn commit(
             }
             fixes.push((x, pending, want_pending, tombstoned, want_tomb));
         }
+        write_pending(
+            &mut batch,
+            pending_cf,
+            state.pending.len(),
+            || state.pending.all(plan),
+            &pending_changes,
+        );
         let mut counters = records::Counters {
             table_fingerprints: new_table_fingerprints,
             ..state.counters()

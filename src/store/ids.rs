@@ -323,6 +323,11 @@ impl Overlay {
         self.map.keys().copied()
     }
 
+    /// Every fingerprint with its entries, in no order.
+    pub fn iter(&self) -> impl Iterator<Item = (u64, &[(u64, bool)])> + '_ {
+        self.map.iter().map(|(&fp, list)| (fp, list.as_slice()))
+    }
+
     /// Sets the entry of `(fp, id)`: added, removed, or none.
     pub fn set(&mut self, fp: u64, id: u64, mark: Option<bool>) {
         use std::collections::hash_map::Entry;

@@ -303,6 +303,15 @@ fn check_records(
             Err(e) => note(format!("tombstone {fp:016x}: {e}")),
         }
     }
+    check_family(
+        shared,
+        keys::PENDING_FAMILY,
+        state.pending.all(plan),
+        &mut note,
+    )?;
+    let mut tombstones: Vec<u64> = state.tombstones.iter().copied().collect();
+    tombstones.sort_unstable();
+    check_family(shared, keys::TOMBSTONES_FAMILY, tombstones, &mut note)?;
     let pairs = check_ids(shared, state, &mut note)?;
     report.sketches = super::sketches::check(shared, state, &mut note)?;
     if shared.idf.is_some() {
@@ -323,6 +332,42 @@ fn check_records(
             }
         }
         None => note("counters record is missing".into()),
+    }
+    Ok(())
+}
+
+/// The keys of the `pending` or `tombstones` family, read from disk,
+/// against the fingerprints (increasing) the store holds there in memory.
+fn check_family(
+    shared: &Shared,
+    family: &str,
+    memory: Vec<u64>,
+    note: &mut impl FnMut(String),
+) -> Result<()> {
+    let db = &shared.db;
+    let mut on_disk = Vec::with_capacity(memory.len());
+    let scanned = db.scan(db.family(family)?, &[], |k, _| {
+        match keys::parse_fingerprint(k) {
+            Some(fp) => on_disk.push(fp),
+            None => note(format!("{family}: key of {} bytes", k.len())),
+        }
+        Ok(true)
+    });
+    if let Err(e) = scanned {
+        note(format!("{family}: {e}"));
+        return Ok(());
+    }
+    if on_disk != memory {
+        let first = on_disk
+            .iter()
+            .zip(&memory)
+            .position(|(a, b)| a != b)
+            .unwrap_or(on_disk.len().min(memory.len()));
+        note(format!(
+            "{family}: {} keys on disk, {} in memory, first difference at key {first}",
+            on_disk.len(),
+            memory.len()
+        ));
     }
     Ok(())
 }
@@ -351,6 +396,18 @@ fn check_ids(
     });
     if let Err(e) = scanned {
         note(format!("ids: {e}"));
+    }
+    // Equal counts and every pair on disk in memory: the same pairs.
+    let differing = overlay
+        .iter()
+        .filter(|&(fp, entries)| state.overlay.get(fp) != entries)
+        .count();
+    if differing > 0 || overlay.len() != state.overlay.len() {
+        note(format!(
+            "ids: {} entries on disk, {} in memory; {differing} fingerprints differ",
+            overlay.len(),
+            state.overlay.len()
+        ));
     }
     let mut pairs = 0u64;
     let mut seen: HashSet<u64> = HashSet::new();
@@ -460,4 +517,60 @@ fn check_ids(
         }
     }
     Ok(pairs)
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::store::{Options, Store};
+
+    /// `verify` compares the `pending`, `tombstones` and `ids` families
+    /// on disk with what the store holds in memory (what queries and the
+    /// next merge use), and reports a difference in any of them.
+    #[test]
+    fn families_on_disk_are_checked_against_memory() {
+        let dir = tempfile::tempdir().unwrap();
+        let options = Options::new().manual_compaction(true);
+        let store = Store::create(dir.path().join("s"), &options).unwrap();
+        for i in 0..50u64 {
+            store
+                .insert(i.wrapping_mul(0x9e37_79b9_7f4a_7c15), i)
+                .unwrap();
+        }
+        store.compact().unwrap();
+        for i in 50..80u64 {
+            store
+                .insert(i.wrapping_mul(0x9e37_79b9_7f4a_7c15), i)
+                .unwrap();
+        }
+        store.delete_fingerprint(0x9e37_79b9_7f4a_7c15).unwrap();
+        assert!(store.verify().unwrap().ok());
+        let plan = store.plan().clone();
+        let problems = |store: &Store| store.verify().unwrap().problems;
+
+        let fp = 79u64.wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        store.shared.state.write().pending.remove(&plan, fp);
+        let found = problems(&store);
+        assert!(found.iter().any(|p| p.starts_with("pending:")), "{found:?}");
+        store.shared.state.write().pending.insert(&plan, fp);
+
+        let tomb = 0x9e37_79b9_7f4a_7c15u64;
+        store.shared.state.write().tombstones.remove(&tomb);
+        let found = problems(&store);
+        assert!(
+            found.iter().any(|p| p.starts_with("tombstones:")),
+            "{found:?}"
+        );
+        store.shared.state.write().tombstones.insert(tomb);
+
+        store
+            .shared
+            .state
+            .write()
+            .overlay
+            .set(fp, 1_000_000, Some(true));
+        let found = problems(&store);
+        assert!(found.iter().any(|p| p.contains("in memory;")), "{found:?}");
+        store.shared.state.write().overlay.set(fp, 1_000_000, None);
+        assert!(store.verify().unwrap().ok());
+    }
 }
