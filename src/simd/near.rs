@@ -12,22 +12,39 @@
 /// distance `k` of `q`, in run order.
 #[inline]
 pub(crate) fn near(run: &[u64], q: u64, k: u32, out: &mut Vec<(u64, u32)>) {
+    each(run, q, k, |p, d| {
+        out.push((p, d));
+        true
+    });
+}
+
+/// Calls `f` with every fingerprint of `run` within distance `k` of `q`
+/// and its distance, in run order, until it returns `false`; returns
+/// whether it did.
+#[inline]
+pub(crate) fn each(run: &[u64], q: u64, k: u32, mut f: impl FnMut(u64, u32) -> bool) -> bool {
     #[cfg(target_arch = "x86_64")]
     if run.len() >= WIDE_MIN && crate::simd::cpu::wide_popcount() {
         // SAFETY: `wide_popcount` checked that this processor has AVX-512F
-        // and AVX512-VPOPCNTDQ, the features `near_wide` is compiled for.
-        unsafe { near_wide(run, q, k, out) };
-        return;
+        // and AVX512-VPOPCNTDQ, the features `each_wide` is compiled for.
+        return unsafe { each_wide(run, q, k, &mut f) };
     }
-    near_scalar(run, q, k, out);
+    for &p in run {
+        let d = (p ^ q).count_ones();
+        if d <= k && !f(p, d) {
+            return true;
+        }
+    }
+    false
 }
 
 /// Runs shorter than this are compared one at a time (the vector loop's
 /// call and setup would cost more than it saves).
 const WIDE_MIN: usize = 16;
 
-/// [`near`], one fingerprint at a time.
-#[inline(always)]
+/// [`near`], one fingerprint at a time: the reference the others are
+/// tested against.
+#[cfg(test)]
 pub(crate) fn near_scalar(run: &[u64], q: u64, k: u32, out: &mut Vec<(u64, u32)>) {
     for &p in run {
         let d = (p ^ q).count_ones();
@@ -37,27 +54,31 @@ pub(crate) fn near_scalar(run: &[u64], q: u64, k: u32, out: &mut Vec<(u64, u32)>
     }
 }
 
-/// [`near`] eight fingerprints at a time: XOR, per-lane popcount and an
+/// [`each`] eight fingerprints at a time: XOR, per-lane popcount and an
 /// unsigned compare give a mask of the lanes within `k`; the rare hits are
-/// then read out one by one.
+/// then handed out one by one.
 ///
 /// # Safety
 /// The processor must have AVX-512F and AVX512-VPOPCNTDQ.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f,avx512vpopcntdq,popcnt")]
-unsafe fn near_wide(run: &[u64], q: u64, k: u32, out: &mut Vec<(u64, u32)>) {
+unsafe fn each_wide(run: &[u64], q: u64, k: u32, f: &mut impl FnMut(u64, u32) -> bool) -> bool {
     use std::arch::x86_64::{
         _mm512_cmple_epu64_mask, _mm512_loadu_si512, _mm512_maskz_loadu_epi64, _mm512_popcnt_epi64,
         _mm512_set1_epi64, _mm512_xor_si512,
     };
     let qs = _mm512_set1_epi64(q as i64);
     let ks = _mm512_set1_epi64(i64::from(k));
+    // Hands out the lanes of `mask`; `false` when `f` asked to stop.
     let mut hits = |base: usize, mut mask: u8| {
         while mask != 0 {
             let p = run[base + mask.trailing_zeros() as usize];
-            out.push((p, (p ^ q).count_ones()));
+            if !f(p, (p ^ q).count_ones()) {
+                return false;
+            }
             mask &= mask - 1;
         }
+        true
     };
     let mut at = 0;
     while at + 8 <= run.len() {
@@ -65,8 +86,8 @@ unsafe fn near_wide(run: &[u64], q: u64, k: u32, out: &mut Vec<(u64, u32)>) {
         // read lie inside `run`.
         let xs = unsafe { _mm512_loadu_si512(run.as_ptr().add(at).cast()) };
         let mask = _mm512_cmple_epu64_mask(_mm512_popcnt_epi64(_mm512_xor_si512(xs, qs)), ks);
-        if mask != 0 {
-            hits(at, mask);
+        if mask != 0 && !hits(at, mask) {
+            return true;
         }
         at += 8;
     }
@@ -77,8 +98,9 @@ unsafe fn near_wide(run: &[u64], q: u64, k: u32, out: &mut Vec<(u64, u32)>) {
         // masked-off lanes are not read and cannot fault.
         let xs = unsafe { _mm512_maskz_loadu_epi64(lanes, run.as_ptr().add(at).cast()) };
         let mask = _mm512_cmple_epu64_mask(_mm512_popcnt_epi64(_mm512_xor_si512(xs, qs)), ks);
-        hits(at, mask & lanes);
+        return !hits(at, mask & lanes);
     }
+    false
 }
 
 #[cfg(test)]
@@ -109,6 +131,26 @@ mod tests {
             let mut got = Vec::new();
             near(&run, q, k, &mut got);
             prop_assert_eq!(got, want);
+        }
+    }
+
+    /// [`each`] stops at the hit its callback refuses, in run order, on
+    /// both the vector loop's whole chunks and its tail.
+    #[test]
+    fn each_stops_when_asked() {
+        let q = 0x0f0f_0f0f_0f0f_0f0fu64;
+        for len in [5usize, 16, 23, 40] {
+            let run: Vec<u64> = (0..len as u64).map(|i| q ^ (i % 3)).collect();
+            for stop in 0..len {
+                let mut seen = 0;
+                let stopped = each(&run, q, 1, |_, _| {
+                    seen += 1;
+                    seen <= stop
+                });
+                let within = run.iter().filter(|&&p| (p ^ q).count_ones() <= 1).count();
+                assert_eq!(stopped, stop < within, "len {len}, stop {stop}");
+                assert_eq!(seen, (stop + 1).min(within), "len {len}, stop {stop}");
+            }
         }
     }
 
