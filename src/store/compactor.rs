@@ -55,6 +55,10 @@ pub(crate) fn spawn(shared: Arc<Shared>) -> std::io::Result<JoinHandle<()>> {
         .spawn(move || {
             lower_priority();
             while !shared.compactor.wait(CHECK_INTERVAL) {
+                if super::filters::missing(&shared) {
+                    let _one_at_a_time = shared.locks.merging();
+                    super::filters::install(&shared);
+                }
                 if !shared.merge_due() {
                     continue;
                 }

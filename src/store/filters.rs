@@ -5,9 +5,11 @@
 //! "no" for nearly every new fingerprint (see
 //! [`TableState::filtered`]). Filters are memory only, so a reopened
 //! store has none until merges rewrite its levels, and until then every
-//! write probes every level. Once a table's blocks are all held in memory
-//! (at the end of the warming, or at start when nothing is unread) its
-//! filter is built here, beside writers and queries.
+//! write probes every level. Queries do not use them: a table read at
+//! open gets its filter here once the handle has written (see
+//! [`Shared::want_filters`]) and the table's blocks are all held in memory
+//! (at the first write, by the compactor, or at the end of the warming),
+//! beside writers and queries.
 
 use std::sync::Arc;
 
@@ -19,6 +21,12 @@ use crate::table::TableState;
 /// do not change meanwhile (they are rebuilt from a snapshot and swapped
 /// in when they are still the state's).
 pub(super) fn install(shared: &Shared) {
+    if !shared
+        .filters_wanted
+        .load(std::sync::atomic::Ordering::Relaxed)
+    {
+        return;
+    }
     let (tables, per_level) = {
         let state = shared.state.read();
         (Arc::clone(&state.tables), state.per_level)
@@ -44,6 +52,19 @@ pub(super) fn install(shared: &Shared) {
     state.tables = Arc::new(new);
 }
 
+/// Whether the handle has written and some level's table 0 held in
+/// memory still has no filter (checked without the merge lock).
+pub(super) fn missing(shared: &Shared) -> bool {
+    if !shared
+        .filters_wanted
+        .load(std::sync::atomic::Ordering::Relaxed)
+    {
+        return false;
+    }
+    let state = shared.state.read();
+    (0..state.levels()).any(|l| wants_filter(state.level(l)))
+}
+
 fn wants_filter(table: &TableState) -> bool {
     table.in_memory() && !table.has_unread() && !table.has_filter() && table.fingerprints() > 0
 }
@@ -54,7 +75,8 @@ mod tests {
     use crate::test_rng::TestRng;
 
     /// Each level's table 0 of a reopened store, with blocks in memory,
-    /// has its filter once the warming ends; the answers do not change.
+    /// has its filter once the handle writes, and not before (queries do
+    /// not use them); the answers do not change.
     #[test]
     fn reopened_levels_get_their_filters() {
         let dir = tempfile::tempdir().unwrap();
@@ -90,11 +112,39 @@ mod tests {
         drop(store);
         let store = Store::open(&path, &options).unwrap();
         store.wait_warm();
+        let unfiltered = held(&store);
+        assert!(unfiltered.iter().all(|&f| !f), "{unfiltered:?}");
+        store.insert(rng.next_u64(), 1 << 40).unwrap();
         let filtered = held(&store);
         assert!(filtered.iter().all(|&f| f), "{filtered:?}");
         for (i, &fp) in fps.iter().enumerate() {
             assert_eq!(store.ids(fp).unwrap(), vec![i as u64]);
         }
         assert!(store.verify().unwrap().ok());
+    }
+
+    /// With the background compactor, the first write has it build the
+    /// filters.
+    #[test]
+    fn the_compactor_builds_them_after_the_first_write() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s");
+        let options = Options::new().block_size(64);
+        let store = Store::create(&path, &options).unwrap();
+        let mut rng = TestRng::new(6);
+        let pairs: Vec<(u64, u64)> = (0..2000u64).map(|i| (rng.next_u64(), i)).collect();
+        store.insert_many(&pairs).unwrap();
+        store.compact().unwrap();
+        drop(store);
+        let store = Store::open(&path, &options).unwrap();
+        store.wait_warm();
+        let level0 = |store: &Store| store.shared.state.read().level(0).has_filter();
+        assert!(!level0(&store));
+        store.insert(rng.next_u64(), 5000).unwrap();
+        let start = std::time::Instant::now();
+        while !level0(&store) {
+            assert!(start.elapsed().as_secs() < 30, "no filter after a write");
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
     }
 }

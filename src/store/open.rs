@@ -560,5 +560,6 @@ fn load(dir: &Path, db: Db, manifest: Manifest, options: &Options) -> Result<Sha
             .query_threads
             .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, usize::from)),
         merge_bytes: Default::default(),
+        filters_wanted: Default::default(),
     })
 }

@@ -47,6 +47,9 @@ pub(crate) struct Shared {
     pub query_threads: usize,
     /// Bytes of blocks and id blocks merges have written since the open.
     pub merge_bytes: std::sync::atomic::AtomicU64,
+    /// Set by the first write: the levels read at open get their
+    /// membership filters (see [`want_filters`](Self::want_filters)).
+    pub filters_wanted: std::sync::atomic::AtomicBool,
 }
 
 impl Shared {
@@ -222,6 +225,24 @@ impl Shared {
                 woke = true;
             }
             std::thread::sleep(std::time::Duration::from_millis(2));
+        }
+    }
+
+    /// Asks for the membership filters of the levels read at open, which
+    /// only writes use (see `filters`): the first write of a handle has
+    /// them built, by the background compactor or, without one, by the
+    /// writer itself (which then waits for them). A store that only
+    /// answers queries never builds them. Called with no lock held.
+    pub fn want_filters(&self) {
+        use std::sync::atomic::Ordering::Relaxed;
+        if self.filters_wanted.load(Relaxed) || self.filters_wanted.swap(true, Relaxed) {
+            return;
+        }
+        if self.options.manual_compaction {
+            let _one_at_a_time = self.locks.merging();
+            super::filters::install(self);
+        } else {
+            self.compactor.wake();
         }
     }
 

@@ -97,6 +97,7 @@ pub(crate) fn submit(shared: &Shared, ops: Vec<Op>) -> Result<Vec<bool>> {
         return Ok(Vec::new());
     }
     shared.throttle();
+    shared.want_filters();
     if !shared.sketches && ops.iter().any(|op| matches!(op, Op::InsertSketched { .. })) {
         return Err(Error::InvalidArgument(
             "a sketch for a store that keeps none (create it with sketches)".into(),
