@@ -2,8 +2,9 @@
 """Grows a store through one `simstore add --ack` process, as a long-running
 archive or crawler does: batches of `FP ID` lines (uniform fingerprints,
 sequential ids), each waiting for its acknowledgement before the next is
-sent. Prints the ingest rate over each twentieth of the way, and the rate of
-the last twentieth and the mean rate of the last quarter against the first.
+sent. Prints the ingest rate over each twentieth of the way, the rate of the
+last twentieth and the mean rate of the last quarter against the first, the
+CPU and peak memory, and the bytes written against the bytes the store holds.
 
     python3 bench/grow_add.py --size 20000000 [--batch 10000] [--bin PATH] [--dir DIR]
 """
@@ -73,6 +74,14 @@ def main():
         cpu = usage.ru_utime + usage.ru_stime
         print(f"simstore CPU {cpu:.0f} s (user {usage.ru_utime:.0f}, system {usage.ru_stime:.0f}), "
               f"{cpu / args.size * 1e6:.2f} us an insert, peak RSS {usage.ru_maxrss / 1024:.0f} MiB")
+        # Write amplification: what the process wrote to files (the
+        # kernel's count of 512-byte blocks, logs and flushes included)
+        # against what the store holds at the end.
+        written = usage.ru_oublock * 512
+        held = sum(os.path.getsize(os.path.join(d, f))
+                   for d, _, files in os.walk(store) for f in files)
+        print(f"written {written / 1e9:.2f} GB for a store of {held / 1e9:.2f} GB: "
+              f"{written / max(held, 1):.1f} bytes a byte held")
     finally:
         if tmp:
             shutil.rmtree(tmp, ignore_errors=True)
