@@ -37,6 +37,13 @@ impl Batch {
         self.0.delete_range_cf(family, from, to);
     }
 
+    /// Removes every key of `family`, whose keys are all `key_bytes`
+    /// long: the range from `00`×`key_bytes` to `ff`×(`key_bytes` + 1).
+    pub fn delete_all_cf(&mut self, family: &Family, key_bytes: usize) {
+        self.0
+            .delete_range_cf(family, vec![0u8; key_bytes], vec![0xffu8; key_bytes + 1]);
+    }
+
     /// Whether the batch holds no write.
     pub fn is_empty(&self) -> bool {
         self.0.is_empty()

@@ -103,7 +103,7 @@ pub(crate) fn insert_bulk<E: super::Entry>(shared: &Shared, pairs: &[E]) -> Resu
         &mut CompactionReport::default(),
     )?;
     for family in [keys::PENDING_FAMILY, keys::TOMBSTONES_FAMILY] {
-        batch.delete_range_cf(db.family(family)?, &[0u8; 8][..], &[0xffu8; 9][..]);
+        batch.delete_all_cf(db.family(family)?, 8);
     }
     let (id_table, overlay, new_ids) =
         write_ids(shared, &mut batch, &mut outputs, &ids_input, &removes, None)?;

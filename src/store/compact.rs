@@ -428,7 +428,7 @@ pub(crate) fn write_tables(
         } else if out.added.is_empty() && out.state.keys().is_empty() && !out.removed.is_empty() {
             // A table emptied (a level merged into the next): one range
             // delete, not a tombstone per block for reads to step over.
-            batch.delete_range_cf(family, &[0u8; 8][..], &[0xffu8; 9][..]);
+            batch.delete_all_cf(family, 8);
         } else {
             for &key in &out.removed {
                 batch.delete_cf(family, keys::fingerprint(key));
@@ -552,7 +552,7 @@ pub(crate) fn write_ids(
         // most of it into id blocks), the family is emptied by one range
         // delete and written again, fewer puts than there would be
         // deletes of the pairs that moved.
-        batch.delete_range_cf(ids_cf, &[0u8; 16][..], &[0xffu8; 17][..]);
+        batch.delete_all_cf(ids_cf, 16);
         for (fp, entries) in reconciled.overlay.iter() {
             for &(id, added) in entries {
                 batch.put_cf(ids_cf, keys::id_pair(fp, id), keys::id_mark(added));
@@ -607,7 +607,7 @@ fn write_pending(
         }
         return;
     }
-    batch.delete_range_cf(family, &[0u8; 8][..], &[0xffu8; 9][..]);
+    batch.delete_all_cf(family, 8);
     let leaving: Vec<u64> = changes
         .iter()
         .filter(|&&(_, join)| !join)
@@ -694,7 +694,7 @@ fn commit(
         // families empty out. (No other key can be in them: writers are
         // held off by the commit lock until this batch is written.)
         for family in [pending_cf, tomb_cf] {
-            batch.delete_range_cf(family, &[0u8; 8][..], &[0xffu8; 9][..]);
+            batch.delete_all_cf(family, 8);
         }
         let counters = records::Counters {
             pending: 0,

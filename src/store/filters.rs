@@ -21,10 +21,7 @@ use crate::table::TableState;
 /// do not change meanwhile (they are rebuilt from a snapshot and swapped
 /// in when they are still the state's).
 pub(super) fn install(shared: &Shared) {
-    if !shared
-        .filters_wanted
-        .load(std::sync::atomic::Ordering::Relaxed)
-    {
+    if !wanted(shared) {
         return;
     }
     let (tables, per_level) = {
@@ -55,14 +52,18 @@ pub(super) fn install(shared: &Shared) {
 /// Whether the handle has written and some level's table 0 held in
 /// memory still has no filter (checked without the merge lock).
 pub(super) fn missing(shared: &Shared) -> bool {
-    if !shared
-        .filters_wanted
-        .load(std::sync::atomic::Ordering::Relaxed)
-    {
+    if !wanted(shared) {
         return false;
     }
     let state = shared.state.read();
     (0..state.levels()).any(|l| wants_filter(state.level(l)))
+}
+
+/// Whether the handle has written (see [`Shared::want_filters`]).
+fn wanted(shared: &Shared) -> bool {
+    shared
+        .filters_wanted
+        .load(std::sync::atomic::Ordering::Relaxed)
 }
 
 fn wants_filter(table: &TableState) -> bool {

@@ -427,15 +427,8 @@ impl Run {
     /// The index of the first value above `x`.
     #[inline]
     fn past(&self, x: u64) -> usize {
-        if self.directory.is_empty() {
-            return self.values.partition_point(|&v| v <= x);
-        }
-        let top = self.top(x);
-        let (from, to) = (
-            self.directory[top] as usize,
-            self.directory[top + 1] as usize,
-        );
-        from + self.values[from..to].partition_point(|&v| v <= x)
+        x.checked_add(1)
+            .map_or(self.values.len(), |next| self.lower_bound(next))
     }
 
     /// The index of the first value at least `x`.
