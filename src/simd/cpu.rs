@@ -68,6 +68,25 @@ fn detect_lows() -> bool {
     false
 }
 
+/// Whether [`lows`](super::lows)'s AVX2 loop (a byte shuffle, then a
+/// nibble-table popcount on eight signatures at a time) may run here: the
+/// loop for processors without [`wide_lows`]'s AVX-512.
+#[inline]
+pub fn avx2_lows() -> bool {
+    static LOWS: OnceLock<bool> = OnceLock::new();
+    allowed(&LOWS, detect_avx2)
+}
+
+#[cfg(target_arch = "x86_64")]
+fn detect_avx2() -> bool {
+    std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("popcnt")
+}
+
+#[cfg(not(target_arch = "x86_64"))]
+fn detect_avx2() -> bool {
+    false
+}
+
 /// Whether [`minima`](super::minima)'s AVX-512 loop (VPMULLQ on eight
 /// 64-bit lanes) may run here.
 #[inline]

@@ -1,5 +1,5 @@
-//! Signatures of a packed run within distance k of a query's, 16 at a
-//! time.
+//! Signatures of a packed run within distance k of a query's, 16 or 8 at
+//! a time.
 //!
 //! A packed block keeps the top bits of each value's low part (its
 //! signature) in three bytes a value, and the low parts' other bits back
@@ -8,7 +8,8 @@
 //! The distance of two signatures bounds the distance of the values from
 //! below, so a scan compares signatures first and reads a value in full
 //! only when they pass. [`within_wide`] compares 16 signatures with one
-//! AVX-512 popcount; [`within_scalar`] is the reference it is tested
+//! AVX-512 popcount, [`within_avx2`] eight with AVX2 on processors
+//! without AVX-512; [`within_scalar`] is the reference both are tested
 //! against.
 
 /// The low part of value `index`: `width` bits at bit `index * width` of
@@ -30,7 +31,7 @@ pub(crate) fn sig(sigs: &[u8], i: usize) -> u32 {
 /// Calls `hit(i)`, in order, for each `i` in `start..end` whose
 /// signature ([`sig`]) is within distance `k` of `q_sig`, until it
 /// returns `false`; whether it did (the scan stopped).
-#[cfg_attr(not(test), allow(dead_code))]
+#[inline(always)]
 pub(crate) fn within_scalar(
     sigs: &[u8],
     (start, end): (usize, usize),
@@ -119,6 +120,83 @@ pub(crate) unsafe fn within_wide(
     false
 }
 
+/// Byte indexes of [`within_avx2`]'s shuffle: within each 128-bit half,
+/// signature `j`'s three bytes into the low three bytes of 32-bit lane
+/// `j`, the fourth cleared (index with the top bit set).
+#[cfg(target_arch = "x86_64")]
+const PLACE_HALF: [i8; 16] = [0, 1, 2, -1, 3, 4, 5, -1, 6, 7, 8, -1, 9, 10, 11, -1];
+
+/// Set bits of each nibble value, for [`within_avx2`]'s per-byte popcount.
+#[cfg(target_arch = "x86_64")]
+const NIBBLE_ONES: [i8; 16] = [0, 1, 1, 2, 1, 2, 2, 3, 1, 2, 2, 3, 2, 3, 3, 4];
+
+/// [`within_scalar`] eight signatures at a time with AVX2, for processors
+/// without AVX-512: two 16-byte loads (signatures 0–3 and 4–7, 12 bytes
+/// each) fill the two halves of a register, a byte shuffle gives each
+/// 32-bit lane its signature, and after the XOR with the query's a
+/// nibble-table popcount (two shuffles) summed per lane by two
+/// multiply-adds is compared with `k`; the rare hits are reported one by
+/// one. The last signatures, whose second load would pass the end of
+/// `sigs`, are compared one at a time.
+///
+/// # Safety
+/// The processor must have AVX2.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,popcnt")]
+#[inline]
+pub(crate) unsafe fn within_avx2(
+    sigs: &[u8],
+    (start, end): (usize, usize),
+    q_sig: u32,
+    k: u32,
+    mut hit: impl FnMut(usize) -> bool,
+) -> bool {
+    use std::arch::x86_64::{
+        __m256i, _mm256_add_epi8, _mm256_and_si256, _mm256_castsi256_ps, _mm256_cmpgt_epi32,
+        _mm256_loadu2_m128i, _mm256_madd_epi16, _mm256_maddubs_epi16, _mm256_movemask_ps,
+        _mm256_set1_epi16, _mm256_set1_epi32, _mm256_set1_epi8, _mm256_shuffle_epi8,
+        _mm256_srli_epi16, _mm256_xor_si256,
+    };
+    let end = end.min(sigs.len() / 3);
+    // SAFETY (both): 16-byte tables, read unaligned into both halves.
+    let place: __m256i =
+        unsafe { _mm256_loadu2_m128i(PLACE_HALF.as_ptr().cast(), PLACE_HALF.as_ptr().cast()) };
+    let ones_of: __m256i =
+        unsafe { _mm256_loadu2_m128i(NIBBLE_ONES.as_ptr().cast(), NIBBLE_ONES.as_ptr().cast()) };
+    let nibble = _mm256_set1_epi8(0x0f);
+    let qs = _mm256_set1_epi32((q_sig & 0x00ff_ffff) as i32);
+    let ks = _mm256_set1_epi32(k.min(32) as i32);
+    let bytes_1 = _mm256_set1_epi8(1);
+    let pairs_1 = _mm256_set1_epi16(1);
+    let mut i = start;
+    // Signatures i..i + 8 are bytes 3i..3i + 24; the second load reads to
+    // 3i + 28.
+    while i + 8 <= end && 3 * i + 28 <= sigs.len() {
+        // SAFETY: both 16-byte loads lie inside `sigs` (checked above).
+        let words = unsafe {
+            let at = sigs.as_ptr().add(3 * i);
+            _mm256_loadu2_m128i(at.add(12).cast(), at.cast())
+        };
+        let x = _mm256_xor_si256(_mm256_shuffle_epi8(words, place), qs);
+        let per_byte = _mm256_add_epi8(
+            _mm256_shuffle_epi8(ones_of, _mm256_and_si256(x, nibble)),
+            _mm256_shuffle_epi8(ones_of, _mm256_and_si256(_mm256_srli_epi16(x, 4), nibble)),
+        );
+        let d = _mm256_madd_epi16(_mm256_maddubs_epi16(per_byte, bytes_1), pairs_1);
+        let far = _mm256_movemask_ps(_mm256_castsi256_ps(_mm256_cmpgt_epi32(d, ks))) as u32;
+        let mut hits = !far & 0xff;
+        while hits != 0 {
+            let index = i + hits.trailing_zeros() as usize;
+            hits &= hits - 1;
+            if !hit(index) {
+                return true;
+            }
+        }
+        i += 8;
+    }
+    within_scalar(sigs, (i, end.max(i)), q_sig, k, hit)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -181,6 +259,32 @@ mod tests {
                         true
                     }));
                     assert_eq!(got, want, "scalar, n {n} k {k} start {start}");
+                    #[cfg(target_arch = "x86_64")]
+                    if super::super::cpu::avx2_lows() {
+                        let mut eight = Vec::new();
+                        // SAFETY: the processor has AVX2 (checked just
+                        // above).
+                        let stopped = unsafe {
+                            within_avx2(&bytes, (start, n), q_sig, k, |i| {
+                                eight.push(i);
+                                true
+                            })
+                        };
+                        assert!(!stopped);
+                        assert_eq!(eight, want, "avx2, n {n} k {k} start {start}");
+                        for stop in 0..want.len() {
+                            let mut seen = Vec::new();
+                            // SAFETY: as above.
+                            let stopped = unsafe {
+                                within_avx2(&bytes, (start, n), q_sig, k, |i| {
+                                    seen.push(i);
+                                    seen.len() <= stop
+                                })
+                            };
+                            assert!(stopped);
+                            assert_eq!(seen, want[..=stop], "avx2 stop {stop}, n {n} k {k}");
+                        }
+                    }
                     #[cfg(target_arch = "x86_64")]
                     if super::super::cpu::wide_lows() {
                         let mut wide = Vec::new();

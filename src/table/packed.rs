@@ -397,6 +397,12 @@ impl Packed {
                 // the features `scan_near_wide` is compiled for.
                 return unsafe { self.scan_near_wide(cursor, hi, q, k, near) };
             }
+            #[cfg(target_arch = "x86_64")]
+            if crate::simd::cpu::avx2_lows() {
+                // SAFETY: `avx2_lows` checked that this processor has AVX2,
+                // the feature `scan_near_avx2` is compiled for.
+                return unsafe { self.scan_near_avx2(cursor, hi, q, k, near) };
+            }
             return self.scan_near_lows(cursor, hi, q, k, near);
         }
         self.scan_near_scalar(cursor, hi, q, k, near)
@@ -541,6 +547,45 @@ impl Packed {
         // compiled for (this function's own).
         let stopped = unsafe {
             crate::simd::lows::within_wide(self.sigs(), (start, end), q_sig, k, |index| {
+                self.report(index, q, k, &mut near)
+            })
+        };
+        if stopped {
+            return Scan::Stopped;
+        }
+        self.ended(end)
+    }
+
+    /// [`scan_near_wide`](Self::scan_near_wide) for processors with AVX2
+    /// but not AVX-512: eight signatures at a time
+    /// ([`within_avx2`](crate::simd::lows::within_avx2)).
+    ///
+    /// # Safety
+    /// The processor must have AVX2.
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx2,popcnt")]
+    pub unsafe fn scan_near_avx2(
+        &self,
+        cursor: Cursor,
+        hi: u64,
+        q: u64,
+        k: u32,
+        mut near: impl FnMut(u64, u32) -> bool,
+    ) -> Scan {
+        let n = self.len();
+        let start = cursor.index();
+        if start >= n {
+            return Scan::Exhausted;
+        }
+        if self.sig_words == 0 {
+            return self.scan_near_lows(cursor, hi, q, k, near);
+        }
+        let end = self.end_of(hi);
+        let q_sig = self.sig_of(q);
+        // SAFETY: the caller's processor has AVX2, the feature
+        // `within_avx2` is compiled for (this function's own).
+        let stopped = unsafe {
+            crate::simd::lows::within_avx2(self.sigs(), (start, end), q_sig, k, |index| {
                 self.report(index, q, k, &mut near)
             })
         };
@@ -751,6 +796,18 @@ mod tests {
                             })
                         };
                         prop_assert_eq!((&wide, wide_end), (&want, end));
+                    }
+                    #[cfg(target_arch = "x86_64")]
+                    if crate::simd::cpu::avx2_lows() {
+                        let mut eight = Vec::new();
+                        // SAFETY: `avx2_lows` checked the feature.
+                        let eight_end = unsafe {
+                            packed.scan_near_avx2(cursor, hi, q, k, |v, d| {
+                                eight.push((v, d));
+                                true
+                            })
+                        };
+                        prop_assert_eq!((&eight, eight_end), (&want, end));
                     }
                 }
             }
