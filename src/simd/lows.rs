@@ -120,24 +120,32 @@ pub(crate) unsafe fn within_wide(
     false
 }
 
-/// Byte indexes of [`within_avx2`]'s shuffle: within each 128-bit half,
-/// signature `j`'s three bytes into the low three bytes of 32-bit lane
-/// `j`, the fourth cleared (index with the top bit set).
+/// Byte indexes of [`within_avx2`]'s shuffle for the low 128-bit half
+/// (bytes 0–15 of eight signatures): signature `j`'s three bytes into the
+/// low three bytes of 32-bit lane `j`, the fourth cleared (an index with
+/// the top bit set).
 #[cfg(target_arch = "x86_64")]
-const PLACE_HALF: [i8; 16] = [0, 1, 2, -1, 3, 4, 5, -1, 6, 7, 8, -1, 9, 10, 11, -1];
+const PLACE_LOW: [i8; 16] = [0, 1, 2, -1, 3, 4, 5, -1, 6, 7, 8, -1, 9, 10, 11, -1];
+
+/// The same for the high half, loaded from byte 8 (bytes 8–23, so the
+/// load ends with the eighth signature): signatures 4–7 start at its
+/// byte 4.
+#[cfg(target_arch = "x86_64")]
+const PLACE_HIGH: [i8; 16] = [4, 5, 6, -1, 7, 8, 9, -1, 10, 11, 12, -1, 13, 14, 15, -1];
 
 /// Set bits of each nibble value, for [`within_avx2`]'s per-byte popcount.
 #[cfg(target_arch = "x86_64")]
 const NIBBLE_ONES: [i8; 16] = [0, 1, 1, 2, 1, 2, 2, 3, 1, 2, 2, 3, 2, 3, 3, 4];
 
 /// [`within_scalar`] eight signatures at a time with AVX2, for processors
-/// without AVX-512: two 16-byte loads (signatures 0–3 and 4–7, 12 bytes
-/// each) fill the two halves of a register, a byte shuffle gives each
-/// 32-bit lane its signature, and after the XOR with the query's a
+/// without AVX-512: two 16-byte loads (bytes 0–15 and 8–23 of eight
+/// signatures) fill the two halves of a register, a byte shuffle gives
+/// each 32-bit lane its signature, and after the XOR with the query's a
 /// nibble-table popcount (two shuffles) summed per lane by two
 /// multiply-adds is compared with `k`; the rare hits are reported one by
-/// one. The last signatures, whose second load would pass the end of
-/// `sigs`, are compared one at a time.
+/// one. The last, partial group is the buffer's eight signatures ending
+/// with it (or at the buffer's end), its lanes outside the range masked;
+/// a buffer of fewer than eight is compared one at a time.
 ///
 /// # Safety
 /// The processor must have AVX2.
@@ -157,10 +165,15 @@ pub(crate) unsafe fn within_avx2(
         _mm256_set1_epi16, _mm256_set1_epi32, _mm256_set1_epi8, _mm256_shuffle_epi8,
         _mm256_srli_epi16, _mm256_xor_si256,
     };
-    let end = end.min(sigs.len() / 3);
-    // SAFETY (both): 16-byte tables, read unaligned into both halves.
+    // Signatures in the buffer.
+    let total = sigs.len() / 3;
+    let end = end.min(total);
+    if total < 8 {
+        return within_scalar(sigs, (start, end), q_sig, k, hit);
+    }
+    // SAFETY (both): 16-byte tables, read unaligned.
     let place: __m256i =
-        unsafe { _mm256_loadu2_m128i(PLACE_HALF.as_ptr().cast(), PLACE_HALF.as_ptr().cast()) };
+        unsafe { _mm256_loadu2_m128i(PLACE_HIGH.as_ptr().cast(), PLACE_LOW.as_ptr().cast()) };
     let ones_of: __m256i =
         unsafe { _mm256_loadu2_m128i(NIBBLE_ONES.as_ptr().cast(), NIBBLE_ONES.as_ptr().cast()) };
     let nibble = _mm256_set1_epi8(0x0f);
@@ -168,33 +181,55 @@ pub(crate) unsafe fn within_avx2(
     let ks = _mm256_set1_epi32(k.min(32) as i32);
     let bytes_1 = _mm256_set1_epi8(1);
     let pairs_1 = _mm256_set1_epi16(1);
-    let mut i = start;
-    // Signatures i..i + 8 are bytes 3i..3i + 24; the second load reads to
-    // 3i + 28.
-    while i + 8 <= end && 3 * i + 28 <= sigs.len() {
-        // SAFETY: both 16-byte loads lie inside `sigs` (checked above).
-        let words = unsafe {
-            let at = sigs.as_ptr().add(3 * i);
-            _mm256_loadu2_m128i(at.add(12).cast(), at.cast())
-        };
-        let x = _mm256_xor_si256(_mm256_shuffle_epi8(words, place), qs);
-        let per_byte = _mm256_add_epi8(
-            _mm256_shuffle_epi8(ones_of, _mm256_and_si256(x, nibble)),
-            _mm256_shuffle_epi8(ones_of, _mm256_and_si256(_mm256_srli_epi16(x, 4), nibble)),
-        );
-        let d = _mm256_madd_epi16(_mm256_maddubs_epi16(per_byte, bytes_1), pairs_1);
-        let far = _mm256_movemask_ps(_mm256_castsi256_ps(_mm256_cmpgt_epi32(d, ks))) as u32;
-        let mut hits = !far & 0xff;
-        while hits != 0 {
-            let index = i + hits.trailing_zeros() as usize;
-            hits &= hits - 1;
-            if !hit(index) {
-                return true;
+    // The lanes of signatures i..i + 8 (i + 8 <= total) whose distance is
+    // above `k`, as a mask.
+    macro_rules! far {
+        ($i:expr) => {{
+            // SAFETY: bytes 3i..3i + 24 lie inside `sigs`, as i + 8 <= total.
+            let words = unsafe {
+                let at = sigs.as_ptr().add(3 * $i);
+                _mm256_loadu2_m128i(at.add(8).cast(), at.cast())
+            };
+            let x = _mm256_xor_si256(_mm256_shuffle_epi8(words, place), qs);
+            let per_byte = _mm256_add_epi8(
+                _mm256_shuffle_epi8(ones_of, _mm256_and_si256(x, nibble)),
+                _mm256_shuffle_epi8(ones_of, _mm256_and_si256(_mm256_srli_epi16(x, 4), nibble)),
+            );
+            let d = _mm256_madd_epi16(_mm256_maddubs_epi16(per_byte, bytes_1), pairs_1);
+            _mm256_movemask_ps(_mm256_castsi256_ps(_mm256_cmpgt_epi32(d, ks))) as u32
+        }};
+    }
+    // Reports the lanes of `hits` counted from signature `i`; returns
+    // when the callback asks to stop.
+    macro_rules! report {
+        ($i:expr, $hits:expr) => {{
+            let mut hits = $hits;
+            while hits != 0 {
+                let index = $i + hits.trailing_zeros() as usize;
+                hits &= hits - 1;
+                if !hit(index) {
+                    return true;
+                }
             }
+        }};
+    }
+    let mut i = start;
+    while i + 8 <= end {
+        let far = far!(i);
+        if far != 0xff {
+            report!(i, !far & 0xff);
         }
         i += 8;
     }
-    within_scalar(sigs, (i, end.max(i)), q_sig, k, hit)
+    if i < end {
+        // Fewer than eight left: the group of eight from `i`, or the
+        // buffer's last eight, with the lanes before `i` and from `end`
+        // on masked.
+        let from = i.min(total - 8);
+        let lanes = ((1u32 << (end - from)) - 1) & !((1u32 << (i - from)) - 1);
+        report!(from, !far!(from) & lanes);
+    }
+    false
 }
 
 #[cfg(test)]

@@ -251,33 +251,50 @@ impl Packed {
     /// there is none).
     #[inline(always)]
     pub fn lower_bound(&self, x: u64) -> Cursor {
+        self.lower_bound_from(Cursor::START, x)
+    }
+
+    /// [`lower_bound`](Self::lower_bound) of `x` searched from `from`,
+    /// which must not lie past it (a value before `from` is below `x`):
+    /// the bit vector is read from `from`'s word on, so the end of a run
+    /// is found from the run's start, not from the block's.
+    #[inline(always)]
+    pub fn lower_bound_from(&self, from: Cursor, x: u64) -> Cursor {
         if x <= self.first {
-            return Cursor::START;
+            return from;
         }
         let target = x - self.base();
         let high = target >> self.low_bits;
         // Every value's bit has as many zeros before it as its high part, so
         // the values with a smaller high part are those before zero number
-        // `high - 1` (counting from 0); find it.
-        let mut cursor = Cursor::START;
-        if let Some(rank) = high.checked_sub(1) {
-            let mut zeros_left = rank;
-            let mut found = None;
-            for (w, &word) in self.upper().iter().enumerate() {
-                let zeros = u64::from((!word).count_ones());
+        // `high - 1` (counting from 0); find it, unless it lies before
+        // `from` (whose bit has `from.bit - from.index` zeros before it).
+        let mut cursor = from;
+        let before = u64::from(from.bit - from.index);
+        if let Some(rank) = high.checked_sub(1).filter(|&rank| rank >= before) {
+            let upper = self.upper();
+            let mut w = from.bit as usize / 64;
+            // The first word's zeros before `from.bit` are counted already.
+            let mut word = upper
+                .get(w)
+                .map_or(0, |&word| !word & (u64::MAX << (from.bit % 64)));
+            let mut zeros_left = rank - before;
+            loop {
+                if w >= upper.len() {
+                    return self.end();
+                }
+                let zeros = u64::from(word.count_ones());
                 if zeros_left < zeros {
-                    let bit = w as u64 * 64 + u64::from(select_in_word(!word, zeros_left as u32));
-                    found = Some(Cursor {
+                    let bit = w as u64 * 64 + u64::from(select_in_word(word, zeros_left as u32));
+                    cursor = Cursor {
                         index: (bit - rank) as u32,
                         bit: bit as u32 + 1,
-                    });
+                    };
                     break;
                 }
                 zeros_left -= zeros;
-            }
-            match found {
-                Some(at) => cursor = at,
-                None => return self.end(),
+                w += 1;
+                word = upper.get(w).map_or(0, |&word| !word);
             }
         }
         // Then step over the values of that high part below `x`, by
@@ -482,7 +499,7 @@ impl Packed {
         if start >= n {
             return Scan::Exhausted;
         }
-        let end = self.end_of(hi);
+        let end = self.end_of(cursor, hi);
         let q_low = q & ((1u64 << self.low_bits) - 1);
         let q_sig = self.sig_of(q);
         for i in start..end.max(start) {
@@ -541,7 +558,7 @@ impl Packed {
         if self.sig_words == 0 {
             return self.scan_near_lows(cursor, hi, q, k, near);
         }
-        let end = self.end_of(hi);
+        let end = self.end_of(cursor, hi);
         let q_sig = self.sig_of(q);
         // SAFETY: the caller's processor has the features `within_wide` is
         // compiled for (this function's own).
@@ -580,7 +597,7 @@ impl Packed {
         if self.sig_words == 0 {
             return self.scan_near_lows(cursor, hi, q, k, near);
         }
-        let end = self.end_of(hi);
+        let end = self.end_of(cursor, hi);
         let q_sig = self.sig_of(q);
         // SAFETY: the caller's processor has AVX2, the feature
         // `within_avx2` is compiled for (this function's own).
@@ -595,11 +612,12 @@ impl Packed {
         self.ended(end)
     }
 
-    /// The index just past the last value at most `hi`.
+    /// The index just past the last value at most `hi`, searched from
+    /// `from` (which must not lie past it).
     #[inline(always)]
-    fn end_of(&self, hi: u64) -> usize {
+    fn end_of(&self, from: Cursor, hi: u64) -> usize {
         match hi.checked_add(1) {
-            Some(above) => self.lower_bound(above).index(),
+            Some(above) => self.lower_bound_from(from, above).index(),
             None => self.len(),
         }
     }
@@ -809,6 +827,40 @@ mod tests {
                         };
                         prop_assert_eq!((&eight, eight_end), (&want, end));
                     }
+                }
+            }
+        }
+    }
+
+    proptest! {
+        /// A search from any cursor not past the answer finds what the
+        /// search from the start finds.
+        #[test]
+        fn lower_bound_from_a_cursor(
+            values in proptest::collection::vec(any::<u64>(), 1..300),
+            cuts in proptest::collection::vec(any::<u64>(), 1..12),
+        ) {
+            let values = sorted(values);
+            let packed = Packed::new(&values);
+            // Targets among the values, beside them and between them.
+            let mut targets: Vec<u64> = cuts
+                .iter()
+                .map(|&c| {
+                    let v = values[c as usize % values.len()];
+                    match c % 3 {
+                        0 => v,
+                        1 => v.wrapping_add(1),
+                        _ => c,
+                    }
+                })
+                .collect();
+            targets.sort_unstable();
+            for pair in targets.windows(2) {
+                let (a, b) = (pair[0], pair[1]);
+                let want = packed.lower_bound(b);
+                prop_assert_eq!(want.index(), values.partition_point(|&v| v < b));
+                for from in [Cursor::START, packed.lower_bound(a), want] {
+                    prop_assert_eq!(packed.lower_bound_from(from, b).index(), want.index());
                 }
             }
         }
