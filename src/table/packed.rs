@@ -652,7 +652,9 @@ impl Packed {
     }
 
     /// Value `index` (`None` past the end), its high part found by a
-    /// select over the bit vector.
+    /// select over the bit vector (inlined, so its popcounts are compiled
+    /// for the caller's target features).
+    #[inline(always)]
     fn value_at(&self, index: usize) -> Option<u64> {
         let mut rank = index;
         for (w, &word) in self.upper().iter().enumerate() {

@@ -22,7 +22,9 @@ impl TableState {
     /// [`probe_start_at`](Self::probe_start_at)) each start the memory
     /// reads the next one needs; a caller probing several tables runs each
     /// stage for all of them before the next, so their cache misses overlap
-    /// instead of queuing.
+    /// instead of queuing. The stages are always inlined, so their bit
+    /// operations are compiled for the caller's target features (see
+    /// [`cpu`](crate::simd::cpu)).
     #[inline]
     pub fn probe_start(&self, lo: u64, hi: u64) -> ProbeStart {
         let keys = self.probe_keys(lo);
@@ -33,7 +35,7 @@ impl TableState {
 
     /// Stage 0 of a probe: the range of block keys to search for `lo`
     /// (from the directory); asks the processor for those keys.
-    #[inline]
+    #[inline(always)]
     pub fn probe_keys(&self, lo: u64) -> std::ops::Range<usize> {
         let range = self.directory.range(lo);
         let end = range.end.min(self.keys.len());
@@ -44,7 +46,7 @@ impl TableState {
     /// Stage 1: the block holding `lo`'s place, searched within `keys`
     /// (from stage 0); asks the processor for that block's slot, and the
     /// next block's when the range `lo..=hi` reaches into it.
-    #[inline]
+    #[inline(always)]
     pub fn probe_block(&self, keys: std::ops::Range<usize>, lo: u64, hi: u64) -> usize {
         let block = index::locate_within(&self.keys, keys, lo).unwrap_or(0);
         let end = block + 1 + usize::from(self.reaches_next(block, hi));
@@ -74,7 +76,7 @@ impl TableState {
     /// Stage 2: asks for the bytes of the block holding the probe's values
     /// from `lo` to `hi` (where they fall by interpolation, a line either
     /// side), and of the next block's when the range reaches into it.
-    #[inline]
+    #[inline(always)]
     pub fn probe_touch(&self, block: usize, lo: u64, hi: u64) {
         let end = block + 1 + usize::from(self.reaches_next(block, hi));
         for j in block..end.min(self.blocks.len()) {
@@ -94,7 +96,7 @@ impl TableState {
     }
 
     /// Stage 3: in a packed block, finds the first value at or above `lo`.
-    #[inline]
+    #[inline(always)]
     pub fn probe_start_at(&self, block: usize, lo: u64) -> ProbeStart {
         // A block not read yet is read now: a scan from a packed block's
         // start would also visit its values below `lo`. (When the read
