@@ -93,9 +93,21 @@ fn bucket(key: u64, bits: u32) -> usize {
 /// Interpolation steps tried before switching to bisection.
 const INTERPOLATION_STEPS: u32 = 6;
 
+/// Keys few enough to be counted rather than searched: a directory
+/// bucket's (about [`KEYS_PER_BUCKET`]) with room to spare.
+const COUNTED_KEYS: usize = 16;
+
 /// Returns the index of the last key `≤ target` in sorted `keys`, or `None`
 /// when every key is larger (or `keys` is empty).
 pub fn locate(keys: &[u64], target: u64) -> Option<usize> {
+    if keys.len() <= COUNTED_KEYS {
+        // A count of the keys `≤ target`, without a branch a key.
+        let at_most = keys
+            .iter()
+            .map(|&k| usize::from(k <= target))
+            .sum::<usize>();
+        return at_most.checked_sub(1);
+    }
     let first = *keys.first()?;
     if target < first {
         return None;
@@ -148,7 +160,17 @@ mod tests {
             .collect();
         clustered.push(1 << 40);
         clustered.sort_unstable();
-        for keys in [&uniform[..], &clustered[..], &[42][..], &[][..]] {
+        // Short runs of keys (counted) with repeats, beside the long ones.
+        let short: Vec<u64> = [3u64, 3, 9, 9, 9, 40, 41, u64::MAX, u64::MAX].to_vec();
+        for keys in [
+            &uniform[..],
+            &clustered[..],
+            &uniform[..16],
+            &uniform[..17],
+            &short[..],
+            &[42][..],
+            &[][..],
+        ] {
             let dir = Directory::new(keys);
             for t in keys
                 .iter()
