@@ -5,8 +5,9 @@
 //! fingerprint of the run: at 10M fingerprints and 16-bit prefixes that is
 //! about 150 comparisons per table per query, nearly all of them misses.
 //! [`near`] does those comparisons eight at a time with AVX-512's
-//! per-lane popcount where the processor has it, and one at a time
-//! otherwise; [`near_scalar`] is the reference both are tested against.
+//! per-lane popcount where the processor has it, four at a time with
+//! AVX2 where it has only that, and one at a time otherwise;
+//! [`near_scalar`] is the reference they are tested against.
 
 /// Appends `(fingerprint, distance)` for every fingerprint of `run` within
 /// distance `k` of `q`, in run order.
@@ -24,10 +25,18 @@ pub(crate) fn near(run: &[u64], q: u64, k: u32, out: &mut Vec<(u64, u32)>) {
 #[inline]
 pub(crate) fn each(run: &[u64], q: u64, k: u32, mut f: impl FnMut(u64, u32) -> bool) -> bool {
     #[cfg(target_arch = "x86_64")]
-    if run.len() >= WIDE_MIN && crate::simd::cpu::wide_popcount() {
-        // SAFETY: `wide_popcount` checked that this processor has AVX-512F
-        // and AVX512-VPOPCNTDQ, the features `each_wide` is compiled for.
-        return unsafe { each_wide(run, q, k, &mut f) };
+    if run.len() >= WIDE_MIN {
+        if crate::simd::cpu::wide_popcount() {
+            // SAFETY: `wide_popcount` checked that this processor has
+            // AVX-512F and AVX512-VPOPCNTDQ, the features `each_wide` is
+            // compiled for.
+            return unsafe { each_wide(run, q, k, &mut f) };
+        }
+        if crate::simd::cpu::avx2_lows() {
+            // SAFETY: `avx2_lows` checked that this processor has AVX2,
+            // the feature `each_avx2` is compiled for.
+            return unsafe { each_avx2(run, q, k, &mut f) };
+        }
     }
     for &p in run {
         let d = (p ^ q).count_ones();
@@ -103,6 +112,62 @@ unsafe fn each_wide(run: &[u64], q: u64, k: u32, f: &mut impl FnMut(u64, u32) ->
     false
 }
 
+/// [`each`] four fingerprints at a time with AVX2, for processors without
+/// AVX-512: XOR, a nibble-table popcount per byte (two shuffles), the
+/// bytes of each 64-bit lane summed (VPSADBW) and a compare give a mask
+/// of the lanes within `k`; the last fingerprints (fewer than four) are
+/// compared one at a time.
+///
+/// # Safety
+/// The processor must have AVX2.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,popcnt")]
+unsafe fn each_avx2(run: &[u64], q: u64, k: u32, f: &mut impl FnMut(u64, u32) -> bool) -> bool {
+    use std::arch::x86_64::{
+        _mm256_add_epi8, _mm256_and_si256, _mm256_castsi256_pd, _mm256_cmpgt_epi64,
+        _mm256_loadu_si256, _mm256_movemask_pd, _mm256_sad_epu8, _mm256_set1_epi64x,
+        _mm256_set1_epi8, _mm256_setr_epi8, _mm256_setzero_si256, _mm256_shuffle_epi8,
+        _mm256_srli_epi16, _mm256_xor_si256,
+    };
+    let ones_of = _mm256_setr_epi8(
+        0, 1, 1, 2, 1, 2, 2, 3, 1, 2, 2, 3, 2, 3, 3, 4, 0, 1, 1, 2, 1, 2, 2, 3, 1, 2, 2, 3, 2, 3,
+        3, 4,
+    );
+    let nibble = _mm256_set1_epi8(0x0f);
+    let qs = _mm256_set1_epi64x(q as i64);
+    let ks = _mm256_set1_epi64x(i64::from(k));
+    let zero = _mm256_setzero_si256();
+    let mut at = 0;
+    while at + 4 <= run.len() {
+        // SAFETY: `at + 4 <= run.len()`, so the four unaligned u64 lanes
+        // read lie inside `run`.
+        let xs = unsafe { _mm256_loadu_si256(run.as_ptr().add(at).cast()) };
+        let x = _mm256_xor_si256(xs, qs);
+        let per_byte = _mm256_add_epi8(
+            _mm256_shuffle_epi8(ones_of, _mm256_and_si256(x, nibble)),
+            _mm256_shuffle_epi8(ones_of, _mm256_and_si256(_mm256_srli_epi16(x, 4), nibble)),
+        );
+        let d = _mm256_sad_epu8(per_byte, zero);
+        let far = _mm256_movemask_pd(_mm256_castsi256_pd(_mm256_cmpgt_epi64(d, ks))) as u32;
+        let mut hits = !far & 0xf;
+        while hits != 0 {
+            let p = run[at + hits.trailing_zeros() as usize];
+            if !f(p, (p ^ q).count_ones()) {
+                return true;
+            }
+            hits &= hits - 1;
+        }
+        at += 4;
+    }
+    for &p in &run[at..] {
+        let d = (p ^ q).count_ones();
+        if d <= k && !f(p, d) {
+            return true;
+        }
+    }
+    false
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -130,7 +195,34 @@ mod tests {
             near_scalar(&run, q, k, &mut want);
             let mut got = Vec::new();
             near(&run, q, k, &mut got);
-            prop_assert_eq!(got, want);
+            prop_assert_eq!(&got, &want);
+            // The AVX2 loop itself, which machines with AVX-512 do not
+            // dispatch to; and stopped at each hit in turn.
+            #[cfg(target_arch = "x86_64")]
+            if crate::simd::cpu::avx2_lows() {
+                let mut four = Vec::new();
+                // SAFETY: `avx2_lows` checked the feature.
+                let stopped = unsafe {
+                    each_avx2(&run, q, k, &mut |p, d| {
+                        four.push((p, d));
+                        true
+                    })
+                };
+                prop_assert!(!stopped);
+                prop_assert_eq!(&four, &want);
+                for stop in 0..want.len() {
+                    let mut seen = Vec::new();
+                    // SAFETY: as above.
+                    let stopped = unsafe {
+                        each_avx2(&run, q, k, &mut |p, d| {
+                            seen.push((p, d));
+                            seen.len() <= stop
+                        })
+                    };
+                    prop_assert!(stopped);
+                    prop_assert_eq!(&seen[..], &want[..=stop]);
+                }
+            }
         }
     }
 
