@@ -237,6 +237,31 @@ mod tests {
     use super::*;
     use crate::test_rng::TestRng;
 
+    /// A vector loop of this module, called with a callback.
+    #[cfg(target_arch = "x86_64")]
+    type VectorLoop =
+        unsafe fn(&[u8], (usize, usize), u32, u32, &mut dyn FnMut(usize) -> bool) -> bool;
+
+    /// The vector loops this processor has the features of, by name.
+    #[cfg(target_arch = "x86_64")]
+    fn vector_loops() -> Vec<(&'static str, VectorLoop)> {
+        let mut loops: Vec<(&'static str, VectorLoop)> = Vec::new();
+        if super::super::cpu::avx2_lows() {
+            // SAFETY (callers): listed only when the processor has AVX2.
+            loops.push(("avx2", |b, r, q, k, f| unsafe {
+                within_avx2(b, r, q, k, f)
+            }));
+        }
+        if super::super::cpu::wide_lows() {
+            // SAFETY (callers): listed only when the processor has the
+            // AVX-512 features.
+            loops.push(("wide", |b, r, q, k, f| unsafe {
+                within_wide(b, r, q, k, f)
+            }));
+        }
+        loops
+    }
+
     /// Values of every width packed back to back (with the spare word), as
     /// a block packs its low parts' remaining bits, read back by [`low`].
     #[test]
@@ -295,55 +320,31 @@ mod tests {
                     }));
                     assert_eq!(got, want, "scalar, n {n} k {k} start {start}");
                     #[cfg(target_arch = "x86_64")]
-                    if super::super::cpu::avx2_lows() {
-                        let mut eight = Vec::new();
-                        // SAFETY: the processor has AVX2 (checked just
-                        // above).
+                    for (name, vector) in vector_loops() {
+                        let mut all = Vec::new();
+                        // SAFETY: `vector_loops` lists the loops this
+                        // processor has the features of.
                         let stopped = unsafe {
-                            within_avx2(&bytes, (start, n), q_sig, k, |i| {
-                                eight.push(i);
+                            vector(&bytes, (start, n), q_sig, k, &mut |i| {
+                                all.push(i);
                                 true
                             })
                         };
                         assert!(!stopped);
-                        assert_eq!(eight, want, "avx2, n {n} k {k} start {start}");
+                        assert_eq!(all, want, "{name}, n {n} k {k} start {start}");
+                        // Stopped at each hit in turn.
                         for stop in 0..want.len() {
                             let mut seen = Vec::new();
                             // SAFETY: as above.
                             let stopped = unsafe {
-                                within_avx2(&bytes, (start, n), q_sig, k, |i| {
+                                vector(&bytes, (start, n), q_sig, k, &mut |i| {
                                     seen.push(i);
                                     seen.len() <= stop
                                 })
                             };
                             assert!(stopped);
-                            assert_eq!(seen, want[..=stop], "avx2 stop {stop}, n {n} k {k}");
+                            assert_eq!(seen, want[..=stop], "{name} stop {stop}, n {n} k {k}");
                         }
-                    }
-                    #[cfg(target_arch = "x86_64")]
-                    if super::super::cpu::wide_lows() {
-                        let mut wide = Vec::new();
-                        // SAFETY: the processor has the features (checked
-                        // just above).
-                        let stopped = unsafe {
-                            within_wide(&bytes, (start, n), q_sig, k, |i| {
-                                wide.push(i);
-                                true
-                            })
-                        };
-                        assert!(!stopped);
-                        assert_eq!(wide, want, "wide, n {n} k {k} start {start}");
-                        // Stopping at the first hit reports it alone.
-                        let mut first = Vec::new();
-                        // SAFETY: as above.
-                        let stopped = unsafe {
-                            within_wide(&bytes, (start, n), q_sig, k, |i| {
-                                first.push(i);
-                                false
-                            })
-                        };
-                        assert_eq!(stopped, !want.is_empty());
-                        assert_eq!(first, want.first().copied().into_iter().collect::<Vec<_>>());
                     }
                 }
             }

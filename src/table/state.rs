@@ -156,7 +156,7 @@ impl TableState {
             if self.decode_block(j, &mut block).is_err() {
                 return self;
             }
-            block.iter().for_each(|&v| filter.insert(v));
+            filter.insert_all(&block);
         }
         self.filter = Some(Arc::new(filter));
         self
