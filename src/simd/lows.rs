@@ -133,10 +133,6 @@ const PLACE_LOW: [i8; 16] = [0, 1, 2, -1, 3, 4, 5, -1, 6, 7, 8, -1, 9, 10, 11, -
 #[cfg(target_arch = "x86_64")]
 const PLACE_HIGH: [i8; 16] = [4, 5, 6, -1, 7, 8, 9, -1, 10, 11, 12, -1, 13, 14, 15, -1];
 
-/// Set bits of each nibble value, for [`within_avx2`]'s per-byte popcount.
-#[cfg(target_arch = "x86_64")]
-const NIBBLE_ONES: [i8; 16] = [0, 1, 1, 2, 1, 2, 2, 3, 1, 2, 2, 3, 2, 3, 3, 4];
-
 /// [`within_scalar`] eight signatures at a time with AVX2, for processors
 /// without AVX-512: two 16-byte loads (bytes 0–15 and 8–23 of eight
 /// signatures) fill the two halves of a register, a byte shuffle gives
@@ -160,10 +156,9 @@ pub(crate) unsafe fn within_avx2(
     mut hit: impl FnMut(usize) -> bool,
 ) -> bool {
     use std::arch::x86_64::{
-        __m256i, _mm256_add_epi8, _mm256_and_si256, _mm256_castsi256_ps, _mm256_cmpgt_epi32,
-        _mm256_loadu2_m128i, _mm256_madd_epi16, _mm256_maddubs_epi16, _mm256_movemask_ps,
-        _mm256_set1_epi16, _mm256_set1_epi32, _mm256_set1_epi8, _mm256_shuffle_epi8,
-        _mm256_srli_epi16, _mm256_xor_si256,
+        __m256i, _mm256_castsi256_ps, _mm256_cmpgt_epi32, _mm256_loadu2_m128i, _mm256_madd_epi16,
+        _mm256_maddubs_epi16, _mm256_movemask_ps, _mm256_set1_epi16, _mm256_set1_epi32,
+        _mm256_set1_epi8, _mm256_shuffle_epi8, _mm256_xor_si256,
     };
     // Signatures in the buffer.
     let total = sigs.len() / 3;
@@ -174,9 +169,6 @@ pub(crate) unsafe fn within_avx2(
     // SAFETY (both): 16-byte tables, read unaligned.
     let place: __m256i =
         unsafe { _mm256_loadu2_m128i(PLACE_HIGH.as_ptr().cast(), PLACE_LOW.as_ptr().cast()) };
-    let ones_of: __m256i =
-        unsafe { _mm256_loadu2_m128i(NIBBLE_ONES.as_ptr().cast(), NIBBLE_ONES.as_ptr().cast()) };
-    let nibble = _mm256_set1_epi8(0x0f);
     let qs = _mm256_set1_epi32((q_sig & 0x00ff_ffff) as i32);
     let ks = _mm256_set1_epi32(k.min(32) as i32);
     let bytes_1 = _mm256_set1_epi8(1);
@@ -191,10 +183,8 @@ pub(crate) unsafe fn within_avx2(
                 _mm256_loadu2_m128i(at.add(8).cast(), at.cast())
             };
             let x = _mm256_xor_si256(_mm256_shuffle_epi8(words, place), qs);
-            let per_byte = _mm256_add_epi8(
-                _mm256_shuffle_epi8(ones_of, _mm256_and_si256(x, nibble)),
-                _mm256_shuffle_epi8(ones_of, _mm256_and_si256(_mm256_srli_epi16(x, 4), nibble)),
-            );
+            // SAFETY: this function has AVX2.
+            let per_byte = unsafe { super::ones_per_byte_avx2(x) };
             let d = _mm256_madd_epi16(_mm256_maddubs_epi16(per_byte, bytes_1), pairs_1);
             _mm256_movemask_ps(_mm256_castsi256_ps(_mm256_cmpgt_epi32(d, ks))) as u32
         }};

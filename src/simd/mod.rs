@@ -3,7 +3,8 @@
 //! picks them ([`cpu`]): the distance of a decoded run's fingerprints
 //! from a query eight at a time ([`near`]), of a packed block's low parts
 //! eight at a time ([`lows`]), the running minima of a similarity sketch
-//! ([`minima`]), and cache prefetches. The loops around them
+//! ([`minima`]), the per-byte popcount AVX2 lacks (`ones`), and cache
+//! prefetches. The loops around them
 //! are compiled twice (for the x86-64 baseline and for POPCNT/BMI2
 //! processors, see [`cpu`]) where they are: `store::query`,
 //! `store::batch`.
@@ -13,6 +14,10 @@ pub(crate) mod lows;
 pub(crate) mod minima;
 #[cfg_attr(not(feature = "storage"), allow(dead_code))]
 pub(crate) mod near;
+#[cfg(target_arch = "x86_64")]
+mod ones;
+#[cfg(target_arch = "x86_64")]
+use ones::ones_per_byte_avx2;
 
 /// Asks the processor to bring `items` into cache, without waiting.
 #[inline(always)]

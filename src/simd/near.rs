@@ -124,16 +124,9 @@ unsafe fn each_wide(run: &[u64], q: u64, k: u32, f: &mut impl FnMut(u64, u32) ->
 #[target_feature(enable = "avx2,popcnt")]
 unsafe fn each_avx2(run: &[u64], q: u64, k: u32, f: &mut impl FnMut(u64, u32) -> bool) -> bool {
     use std::arch::x86_64::{
-        _mm256_add_epi8, _mm256_and_si256, _mm256_castsi256_pd, _mm256_cmpgt_epi64,
-        _mm256_loadu_si256, _mm256_movemask_pd, _mm256_sad_epu8, _mm256_set1_epi64x,
-        _mm256_set1_epi8, _mm256_setr_epi8, _mm256_setzero_si256, _mm256_shuffle_epi8,
-        _mm256_srli_epi16, _mm256_xor_si256,
+        _mm256_castsi256_pd, _mm256_cmpgt_epi64, _mm256_loadu_si256, _mm256_movemask_pd,
+        _mm256_sad_epu8, _mm256_set1_epi64x, _mm256_setzero_si256, _mm256_xor_si256,
     };
-    let ones_of = _mm256_setr_epi8(
-        0, 1, 1, 2, 1, 2, 2, 3, 1, 2, 2, 3, 2, 3, 3, 4, 0, 1, 1, 2, 1, 2, 2, 3, 1, 2, 2, 3, 2, 3,
-        3, 4,
-    );
-    let nibble = _mm256_set1_epi8(0x0f);
     let qs = _mm256_set1_epi64x(q as i64);
     let ks = _mm256_set1_epi64x(i64::from(k));
     let zero = _mm256_setzero_si256();
@@ -143,10 +136,8 @@ unsafe fn each_avx2(run: &[u64], q: u64, k: u32, f: &mut impl FnMut(u64, u32) ->
         // read lie inside `run`.
         let xs = unsafe { _mm256_loadu_si256(run.as_ptr().add(at).cast()) };
         let x = _mm256_xor_si256(xs, qs);
-        let per_byte = _mm256_add_epi8(
-            _mm256_shuffle_epi8(ones_of, _mm256_and_si256(x, nibble)),
-            _mm256_shuffle_epi8(ones_of, _mm256_and_si256(_mm256_srli_epi16(x, 4), nibble)),
-        );
+        // SAFETY: this function has AVX2.
+        let per_byte = unsafe { super::ones_per_byte_avx2(x) };
         let d = _mm256_sad_epu8(per_byte, zero);
         let far = _mm256_movemask_pd(_mm256_castsi256_pd(_mm256_cmpgt_epi64(d, ks))) as u32;
         let mut hits = !far & 0xf;
