@@ -91,9 +91,8 @@ fn hex16(digits: &[u8]) -> Option<u64> {
 /// splitting the line; `None` for anything else, left to the general
 /// parser.
 #[inline]
-fn parse_plain(line: &str, allow_id: bool) -> Option<(u64, Option<u64>)> {
-    let b = line.as_bytes();
-    let b = b.strip_suffix(b"\n").unwrap_or(b);
+fn parse_plain(line: &[u8], allow_id: bool) -> Option<(u64, Option<u64>)> {
+    let b = line.strip_suffix(b"\n").unwrap_or(line);
     let fp = hex16(b.get(..16)?)?;
     match b.get(16..)? {
         [] => Some((fp, None)),
@@ -137,12 +136,18 @@ pub fn parse_probabilistic(
     Ok(Some((fp, volatility)))
 }
 
-/// Parses `FP [ID]`; `Ok(None)` for a blank line.
-pub fn parse_record(line: &str, allow_id: bool) -> Result<Option<(u64, Option<u64>)>, String> {
+/// Parses `FP [ID]` (the line's bytes, without its end); `Ok(None)` for
+/// a blank line. The exact form programs write is read straight from the
+/// bytes; anything else must be UTF-8 and goes through the general parser.
+pub fn parse_record(
+    line: impl AsRef<[u8]>,
+    allow_id: bool,
+) -> Result<Option<(u64, Option<u64>)>, String> {
+    let line = line.as_ref();
     if let Some(record) = parse_plain(line, allow_id) {
         return Ok(Some(record));
     }
-    let mut fields = line.split_ascii_whitespace();
+    let mut fields = utf8(line)?.split_ascii_whitespace();
     let Some(fp) = fields.next() else {
         return Ok(None);
     };
@@ -161,6 +166,11 @@ pub fn parse_record(line: &str, allow_id: bool) -> Result<Option<(u64, Option<u6
         return Err(format!("unexpected field {} after the id", quoted(extra)));
     }
     Ok(Some((fp, id)))
+}
+
+/// A line's bytes as text, or the error naming why they are not.
+pub fn utf8(line: &[u8]) -> Result<&str, String> {
+    std::str::from_utf8(line).map_err(|_| "line is not valid UTF-8".to_string())
 }
 
 #[cfg(test)]

@@ -73,7 +73,7 @@ impl From<io::Error> for Failure {
 fn for_each_line<T>(
     input: impl Read + Send + 'static,
     patience: std::time::Duration,
-    parse: impl Fn(&str) -> Result<Option<T>, String>,
+    parse: impl Fn(&[u8]) -> Result<Option<T>, String>,
     mut sink: impl FnMut(usize, Option<T>, bool) -> Result<(), Failure>,
 ) -> Result<(), Failure> {
     let (tx, rx) = std::sync::mpsc::sync_channel::<io::Result<Vec<u8>>>(64);
@@ -108,16 +108,14 @@ fn for_each_line<T>(
         next = rx.try_recv().ok();
         let mut rest = &chunk[..];
         while !rest.is_empty() {
-            let end = rest
-                .iter()
-                .position(|&b| b == b'\n')
-                .map_or(rest.len(), |i| i + 1);
-            let (text, after) = rest.split_at(end);
+            let end = memchr::memchr(b'\n', rest).map_or(rest.len(), |i| i + 1);
+            let (mut text, after) = rest.split_at(end);
             rest = after;
             line += 1;
-            let parsed = std::str::from_utf8(text)
-                .map_err(|_| "line is not valid UTF-8".to_string())
-                .and_then(|s| parse(s.trim_end_matches(['\n', '\r'])));
+            while let [before @ .., b'\n' | b'\r'] = text {
+                text = before;
+            }
+            let parsed = parse(text);
             let more = !rest.is_empty() || {
                 if next.is_none() {
                     next = if patience.is_zero() {
@@ -306,7 +304,7 @@ pub fn query(
     first: bool,
     batch: bool,
 ) -> Result<(), Failure> {
-    let parse = |s: &str| parse_record(s, false).map(|r| r.map(|(fp, _)| fp));
+    let parse = |s: &[u8]| parse_record(s, false).map(|r| r.map(|(fp, _)| fp));
     if batch {
         let mut queries = Vec::new();
         let read = for_each_line(input, std::time::Duration::ZERO, parse, |_, fp, _| {
@@ -373,7 +371,7 @@ pub fn query_probabilistic(
     let result = for_each_line(
         input,
         std::time::Duration::ZERO,
-        crate::input::parse_probabilistic,
+        |s| crate::input::utf8(s).and_then(crate::input::parse_probabilistic),
         |_, q, more| {
             waiting.extend(q);
             if waiting.len() == ANSWER_GROUP || !more {
@@ -443,4 +441,45 @@ fn write_answer(
     json::push_query_result(line, query, matches);
     line.push('\n');
     out.write_all(line.as_bytes())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Each line reaches the parser without its end (`\n`, `\r\n`, or
+    /// none on the last), numbered from 1; invalid UTF-8 is the parser's
+    /// to judge.
+    #[test]
+    fn lines_reach_the_parser_without_their_ends() {
+        let input = b"a\r\n\nb c\n\xff\r\r\nlast".to_vec();
+        let mut seen = Vec::new();
+        for_each_line(
+            std::io::Cursor::new(input),
+            std::time::Duration::ZERO,
+            |s| Ok(Some(s.to_vec())),
+            |line, text, _| {
+                seen.push((line, text.unwrap()));
+                Ok(())
+            },
+        )
+        .unwrap_or_else(|_| panic!("reading failed"));
+        let want: Vec<(usize, Vec<u8>)> = vec![
+            (1, b"a".to_vec()),
+            (2, b"".to_vec()),
+            (3, b"b c".to_vec()),
+            (4, b"\xff".to_vec()),
+            (5, b"last".to_vec()),
+        ];
+        assert_eq!(seen, want);
+        let error = for_each_line(
+            std::io::Cursor::new(b"0123456789abcdef 1\n\xff\n".to_vec()),
+            std::time::Duration::ZERO,
+            |s| parse_record(s, true),
+            |_, _, _| Ok(()),
+        );
+        assert!(
+            matches!(&error, Err(Failure::Input { line: 2, message }) if message.contains("UTF-8"))
+        );
+    }
 }
