@@ -47,19 +47,24 @@ pub(crate) fn insert_bulk<E: super::Entry>(shared: &Shared, pairs: &[E]) -> Resu
         // no-ops); tombstones are applied except where the fingerprint is
         // being re-inserted.
         let per_level = state.per_level;
-        let mut adds = state.pending.all(plan);
-        adds.extend_from_slice(&fps);
         let mut upper = Vec::new();
         for l in 1..state.levels() {
             state.level(l).append_all(&mut upper)?;
         }
-        adds.extend(
-            upper
-                .into_iter()
-                .filter(|x| !state.tombstones.contains(x) || fps.binary_search(x).is_ok()),
-        );
-        adds.sort_unstable();
-        adds.dedup();
+        upper.retain(|x| !state.tombstones.contains(x) || fps.binary_search(x).is_ok());
+        let pending = state.pending.all(plan);
+        // The new fingerprints are sorted and distinct: alone, they are
+        // taken as they are.
+        let adds = if pending.is_empty() && upper.is_empty() {
+            std::mem::take(&mut fps)
+        } else {
+            let mut adds = pending;
+            adds.extend_from_slice(&fps);
+            adds.extend(upper);
+            adds.sort_unstable();
+            adds.dedup();
+            adds
+        };
         // A tombstoned fingerprint is in the tables, so not pending: it is
         // being re-inserted exactly when it is in `adds`.
         let mut removes: Vec<u64> = state

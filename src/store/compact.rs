@@ -287,16 +287,17 @@ impl IdsInput<'_> {
 /// The sorted union of `adds` and `fold` (fingerprints of the tables
 /// whose overlay entries a merge folds into their id blocks: merged into
 /// table 0 again, they make their blocks rewritten, and change nothing
-/// else).
-pub(crate) fn with_fold(adds: &[u64], fold: &[u64]) -> Vec<u64> {
+/// else). `adds` itself when there is nothing to fold.
+pub(crate) fn with_fold<'a>(adds: &'a [u64], fold: &[u64]) -> std::borrow::Cow<'a, [u64]> {
+    if fold.is_empty() {
+        return adds.into();
+    }
     let mut all = Vec::with_capacity(adds.len() + fold.len());
     all.extend_from_slice(adds);
-    if !fold.is_empty() {
-        all.extend_from_slice(fold);
-        all.sort_unstable();
-        all.dedup();
-    }
-    all
+    all.extend_from_slice(fold);
+    all.sort_unstable();
+    all.dedup();
+    all.into()
 }
 
 /// Merges sorted unpermuted `adds` into and `removes` out of every table
@@ -343,12 +344,12 @@ pub(crate) fn merge_all(
                 filed: false,
             };
             files::file_ids(shared, &out.removed, &mut ids)?;
-            let mut merged = files::file(shared, g, filtered(out))?;
+            let mut merged = files::file(shared, g, filtered(shared, out))?;
             merged.ids = Some(ids);
             return Ok(merged);
         }
         let out = if t == 0 {
-            filtered(merge(&tables[g], adds, removes, shared.block_size)?)
+            filtered(shared, merge(&tables[g], adds, removes, shared.block_size)?)
         } else {
             merge(
                 &tables[g],
@@ -376,8 +377,13 @@ const PARALLEL_MERGE_MIN: usize = 1 << 14;
 
 /// A level's table 0 as merged, with its membership filter (see
 /// [`TableState::filtered`]): every write asks it whether it holds a
-/// fingerprint.
-fn filtered(out: MergeOutput) -> MergeOutput {
+/// fingerprint. A handle that has not written yet (a bulk load, which
+/// asks no table) builds none: its first write has it built, as for the
+/// tables read at open (see [`filters`](super::filters)).
+fn filtered(shared: &Shared, out: MergeOutput) -> MergeOutput {
+    if !super::filters::wanted(shared) {
+        return out;
+    }
     MergeOutput {
         state: out.state.filtered(),
         ..out

@@ -1,11 +1,12 @@
-//! Membership filters for tables read at open.
+//! Membership filters for tables read at open or bulk loaded.
 //!
 //! Every write asks each level's table 0 whether it holds the write's
 //! fingerprint; a merge gives the table it writes a filter that answers
 //! "no" for nearly every new fingerprint (see
-//! [`TableState::filtered`]). Filters are memory only, so a reopened
-//! store has none until merges rewrite its levels, and until then every
-//! write probes every level. Queries do not use them: a table read at
+//! [`TableState::filtered`]), once the handle has written (a bulk load
+//! into a handle that has not is not kept waiting for one). Filters are
+//! memory only, so a reopened store has none until merges rewrite its
+//! levels, and until then every write probes every level. Queries do not use them: a table read at
 //! open gets its filter here once the handle has written (see
 //! [`Shared::want_filters`]) and the table's blocks are all held in memory
 //! (at the first write, by the compactor, or at the end of the warming),
@@ -60,7 +61,7 @@ pub(super) fn missing(shared: &Shared) -> bool {
 }
 
 /// Whether the handle has written (see [`Shared::want_filters`]).
-fn wanted(shared: &Shared) -> bool {
+pub(super) fn wanted(shared: &Shared) -> bool {
     shared
         .filters_wanted
         .load(std::sync::atomic::Ordering::Relaxed)
@@ -147,5 +148,36 @@ mod tests {
             assert!(start.elapsed().as_secs() < 30, "no filter after a write");
             std::thread::sleep(std::time::Duration::from_millis(5));
         }
+    }
+
+    /// A bulk load into a handle that has not written builds no filter;
+    /// the first write has it built, and a bulk load after that builds
+    /// its own. Answers are the same throughout.
+    #[test]
+    fn a_bulk_load_waits_for_no_filter() {
+        let dir = tempfile::tempdir().unwrap();
+        let options = Options::new()
+            .block_size(64)
+            .merge_threshold(100)
+            .manual_compaction(true);
+        let store = Store::create(dir.path().join("s"), &options).unwrap();
+        let mut rng = TestRng::new(7);
+        let pairs: Vec<(u64, u64)> = (0..3000u64).map(|i| (rng.next_u64(), i)).collect();
+        let level0 = |store: &Store| store.shared.state.read().level(0).has_filter();
+        store.insert_many(&pairs[..1000]).unwrap();
+        assert!(!level0(&store));
+        for &(fp, id) in &pairs[..1000] {
+            assert_eq!(store.ids(fp).unwrap(), vec![id]);
+        }
+        // A write that is already stored changes nothing but asks for
+        // the filters.
+        store.insert(pairs[0].0, pairs[0].1).unwrap();
+        assert!(level0(&store));
+        store.insert_many(&pairs[1000..]).unwrap();
+        assert!(level0(&store));
+        for &(fp, id) in &pairs {
+            assert_eq!(store.ids(fp).unwrap(), vec![id]);
+        }
+        assert!(store.verify().unwrap().ok());
     }
 }

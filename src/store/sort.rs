@@ -78,10 +78,45 @@ pub(crate) fn sorted_pairs<E: super::Entry>(pairs: &[E]) -> Vec<(u64, u64)> {
         out[at[b]] = pair;
         at[b] += 1;
     }
-    for range in starts.windows(2) {
-        out[range[0]..range[1]].sort_unstable();
-    }
+    sort_buckets(&mut out, &starts, super::parallel::cores());
     out
+}
+
+/// Sorts each bucket `out[starts[b]..starts[b + 1]]`, the buckets shared
+/// out in consecutive runs of about equal length over up to `threads`
+/// scoped threads (the calling one included).
+fn sort_buckets<T: Ord + Send>(out: &mut [T], starts: &[usize], threads: usize) {
+    let sort_all = |out: &mut [T], starts: &[usize]| {
+        let base = starts[0];
+        for range in starts.windows(2) {
+            out[range[0] - base..range[1] - base].sort_unstable();
+        }
+    };
+    let n = out.len();
+    let threads = threads.clamp(1, n / RADIX_MIN + 1);
+    if threads == 1 {
+        return sort_all(out, starts);
+    }
+    // The bucket boundaries nearest each share's end.
+    let cuts: Vec<usize> = (0..=threads)
+        .map(|t| starts.partition_point(|&s| s < n * t / threads))
+        .collect();
+    std::thread::scope(|scope| {
+        let mut rest = out;
+        let mut shares = Vec::with_capacity(threads);
+        for pair in cuts.windows(2) {
+            let bounds = &starts[pair[0]..=pair[1].max(pair[0])];
+            let len = bounds[bounds.len() - 1] - bounds[0];
+            let (share, after) = std::mem::take(&mut rest).split_at_mut(len);
+            rest = after;
+            shares.push((share, bounds));
+        }
+        let (first, first_bounds) = shares.remove(0);
+        for (share, bounds) in shares {
+            scope.spawn(move || sort_all(share, bounds));
+        }
+        sort_all(first, first_bounds);
+    });
 }
 
 #[cfg(test)]
@@ -131,6 +166,37 @@ mod tests {
                 .collect();
             want.sort_unstable();
             assert_eq!(sorted_pairs(&pairs), want, "n {n} spread {spread}");
+        }
+    }
+
+    /// Buckets sorted by any number of threads, whatever their sizes
+    /// (empty ones, one holding nearly everything).
+    #[test]
+    fn buckets_are_sorted_by_any_number_of_threads() {
+        let mut rng = crate::test_rng::TestRng::new(2);
+        for sizes in [
+            vec![0, 0, 0],
+            vec![5, 0, RADIX_MIN * 3, 1, 0],
+            vec![RADIX_MIN; 7],
+            vec![1, RADIX_MIN * 4 + 3],
+            vec![RADIX_MIN * 2 + 1, 0, 0, 2, RADIX_MIN, 9],
+        ] {
+            let mut starts = vec![0];
+            for s in &sizes {
+                starts.push(starts[starts.len() - 1] + s);
+            }
+            let values: Vec<(u64, u64)> = (0..starts[starts.len() - 1])
+                .map(|_| (rng.next_u64() % 1000, rng.next_u64()))
+                .collect();
+            let mut want = values.clone();
+            for range in starts.windows(2) {
+                want[range[0]..range[1]].sort_unstable();
+            }
+            for threads in [1, 2, 3, 8] {
+                let mut got = values.clone();
+                sort_buckets(&mut got, &starts, threads);
+                assert_eq!(got, want, "sizes {sizes:?} threads {threads}");
+            }
         }
     }
 }
