@@ -93,6 +93,25 @@ impl Permutation {
         &self.source
     }
 
+    /// The fewest top bits of a permuted word below which the bits keep
+    /// their original order (permuted bits `0..64 - n` come from
+    /// increasing original positions); 0 for the identity. The planner's
+    /// permutations move whole blocks to the top and leave the rest in
+    /// order, so values sorted in original order are put in permuted
+    /// order by a stable sort on these bits alone.
+    ///
+    /// ```
+    /// use simstore::plan::Permutation;
+    /// assert_eq!(Permutation::identity().moved_top_bits(), 0);
+    /// // Bits 16..32 moved to the top, the rest below in order.
+    /// let p = Permutation::from_runs_top_down(&[(16, 16), (48, 16), (32, 16), (0, 16)]).unwrap();
+    /// assert_eq!(p.moved_top_bits(), 16);
+    /// ```
+    pub fn moved_top_bits(&self) -> u32 {
+        let in_order = 1 + self.source.windows(2).take_while(|p| p[0] < p[1]).count();
+        64 - in_order as u32
+    }
+
     /// Applies the permutation to a fingerprint.
     #[inline]
     pub fn apply(&self, fp: u64) -> u64 {

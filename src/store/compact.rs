@@ -325,7 +325,7 @@ pub(crate) fn merge_all(
     let one = |t: usize| -> Result<Merged> {
         let spec = &plan.tables()[t];
         let g = first + t;
-        let permute = |v: &[u64]| super::sort::sorted_keys(v, |&x| spec.permutation.apply(x));
+        let permute = |v: &[u64]| super::sort::permuted_sorted(v, &spec.permutation);
         if let (0, Some(ids)) = (t, ids) {
             debug_assert!((0..64).all(|b| spec.permutation.apply(1 << b) == 1 << b));
             let truth = Truth::new(&tables[g], ids.table, ids.overlay, ids.extra);

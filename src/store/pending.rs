@@ -272,7 +272,7 @@ impl Pending {
 
 /// `fps` under `spec`'s permutation, in increasing order.
 fn permuted_sorted(spec: &crate::plan::TableSpec, fps: &[u64]) -> Vec<u64> {
-    super::sort::sorted_keys(fps, |&fp| spec.permutation.apply(fp))
+    super::sort::permuted_sorted(fps, &spec.permutation)
 }
 
 /// One table's pending values: sorted runs, each at least twice as long

@@ -46,6 +46,68 @@ pub(crate) fn sorted_keys<T>(values: &[T], key: impl Fn(&T) -> u64) -> Vec<u64> 
     out
 }
 
+/// Most moved top bits [`permuted_sorted`] sorts by radix passes.
+const STABLE_BITS_MAX: u32 = 33;
+/// Most bits of one radix pass of [`permuted_sorted`] (2048 buckets).
+const DIGIT_BITS_MAX: u32 = 11;
+
+/// `values` under `permutation`, in increasing order (repeats kept).
+///
+/// Values already in increasing order need only a stable sort on the
+/// permuted word's moved top bits ([`Permutation::moved_top_bits`]: 16
+/// for each table but the first of the four-table plan), a pass or two
+/// of least-significant-digit radix scatters instead of a sort of every
+/// bucket. Other values, small inputs and wider moves go to
+/// [`sorted_keys`].
+///
+/// [`Permutation::moved_top_bits`]: crate::plan::Permutation::moved_top_bits
+pub(crate) fn permuted_sorted(values: &[u64], permutation: &crate::plan::Permutation) -> Vec<u64> {
+    let moved = permutation.moved_top_bits();
+    if values.len() < RADIX_MIN
+        || moved > STABLE_BITS_MAX
+        || !values.windows(2).all(|p| p[0] <= p[1])
+    {
+        return sorted_keys(values, |&x| permutation.apply(x));
+    }
+    let mut keys: Vec<u64> = values.iter().map(|&x| permutation.apply(x)).collect();
+    if moved == 0 {
+        return keys;
+    }
+    let passes = moved.div_ceil(DIGIT_BITS_MAX);
+    let digit = moved.div_ceil(passes);
+    let mut spare = vec![0u64; keys.len()];
+    let mut low = 64 - moved;
+    while low < 64 {
+        let width = digit.min(64 - low);
+        stable_scatter(&keys, &mut spare, low, width);
+        std::mem::swap(&mut keys, &mut spare);
+        low += width;
+    }
+    keys
+}
+
+/// `from` into `to`, stably ordered by bits `low..low + width` (at most
+/// [`DIGIT_BITS_MAX`]).
+fn stable_scatter(from: &[u64], to: &mut [u64], low: u32, width: u32) {
+    let mask = (1u64 << width) - 1;
+    let digit = |k: u64| ((k >> low) & mask) as usize;
+    let mut at = vec![0usize; 1 << width];
+    for &k in from {
+        at[digit(k)] += 1;
+    }
+    let mut sum = 0;
+    for slot in &mut at {
+        let count = *slot;
+        *slot = sum;
+        sum += count;
+    }
+    for &k in from {
+        let d = digit(k);
+        to[at[d]] = k;
+        at[d] += 1;
+    }
+}
+
 /// The `(fingerprint, id)` pairs of `pairs` that have an id, sorted
 /// (repeats kept), by the same radix pass on the fingerprints' top bits.
 pub(crate) fn sorted_pairs<E: super::Entry>(pairs: &[E]) -> Vec<(u64, u64)> {
@@ -166,6 +228,63 @@ mod tests {
                 .collect();
             want.sort_unstable();
             assert_eq!(sorted_pairs(&pairs), want, "n {n} spread {spread}");
+        }
+    }
+
+    /// The same as mapping and sorting, for the plans' permutations and
+    /// others (moved blocks of every width, a scattered bit map), sorted
+    /// and unsorted input, with repeats.
+    #[test]
+    fn permuted_sorted_matches_a_comparison_sort() {
+        use crate::plan::{Permutation, Plan};
+        let mut permutations: Vec<Permutation> = Vec::new();
+        for (k, blocks) in [(3, 4), (3, 5), (3, 6), (4, 5), (2, 3), (1, 2)] {
+            let plan = Plan::new(k, blocks).unwrap();
+            permutations.extend(plan.tables().iter().map(|t| t.permutation.clone()));
+        }
+        for top in [11u8, 12, 20, 33, 34, 48] {
+            let rest = 64 - top;
+            let split = rest / 2;
+            permutations.push(
+                Permutation::from_runs_top_down(&[
+                    (split, top),
+                    (split + top, rest - split),
+                    (0, split),
+                ])
+                .unwrap(),
+            );
+        }
+        let mut scattered = [0u8; 64];
+        for (i, s) in scattered.iter_mut().enumerate() {
+            *s = ((i * 37) % 64) as u8;
+        }
+        permutations.push(Permutation::from_source(scattered).unwrap());
+        let mut rng = crate::test_rng::TestRng::new(4);
+        for n in [0usize, 5, RADIX_MIN - 1, RADIX_MIN, 200_000] {
+            let mut values: Vec<u64> = (0..n)
+                .map(|i| match i % 50 {
+                    0 => 0,
+                    1 => u64::MAX,
+                    // Repeats.
+                    2..=4 => 0x0123_4567_89ab_cdef,
+                    _ => rng.next_u64(),
+                })
+                .collect();
+            for sorted in [false, true] {
+                if sorted {
+                    values.sort_unstable();
+                }
+                for p in &permutations {
+                    let mut want: Vec<u64> = values.iter().map(|&v| p.apply(v)).collect();
+                    want.sort_unstable();
+                    assert_eq!(
+                        permuted_sorted(&values, p),
+                        want,
+                        "n {n} sorted {sorted} moved {}",
+                        p.moved_top_bits()
+                    );
+                }
+            }
         }
     }
 
