@@ -23,13 +23,19 @@ impl BitWriter {
     pub fn write(&mut self, value: u64, n: u32) {
         debug_assert!(n <= 64);
         if n > 32 {
-            self.write(value >> 32, n - 32);
-            self.write(value & 0xffff_ffff, 32);
-            return;
+            self.write_32(value >> 32, n - 32);
+            self.write_32(value, 32);
+        } else {
+            self.write_32(value, n);
         }
-        if n == 0 {
-            return;
-        }
+    }
+
+    /// [`write`](Self::write) of at most 32 bits: no branch on `n` but
+    /// the word flush (`n = 0` masks the value to nothing), so the
+    /// encoder's loops inline it.
+    #[inline(always)]
+    fn write_32(&mut self, value: u64, n: u32) {
+        debug_assert!(n <= 32);
         // At most 31 bits wait in `acc`, so 32 more always fit.
         let v = value & ((1u64 << n) - 1);
         self.acc = (self.acc << n) | v;
