@@ -3,7 +3,7 @@
 //! by sorted passes over every table when large, spread over the handle's
 //! query threads when there are enough of them.
 
-use super::parallel::{map_shares, map_shares_mut};
+use super::parallel::{map_indexed, map_shares, map_shares_mut};
 use super::query::{check_distance, collect, finish_all, Match, GROUP};
 use super::shared::Shared;
 use super::state::State;
@@ -128,11 +128,13 @@ fn query_each(
     })
 }
 
-/// Answers up to `threads` consecutive shares of `chunk` (as many as
-/// `chunk.chunks` makes), one scoped thread each (on the calling thread
-/// when one), in order: `find` gives a share's
-/// candidates under one read-lock acquisition, then they are finished
-/// (sorted, ids attached) under it too.
+/// Answers `chunk` in up to `threads` shares, one scoped thread each (on
+/// the calling thread when one), results in input order. A query's share
+/// is picked by a hash of its fingerprint, so queries that cost more
+/// (those with matches, to scan and give ids) are spread evenly however
+/// the input is ordered. `find` gives a share's candidates under one
+/// read-lock acquisition, then they are finished (sorted, ids attached)
+/// under it too.
 fn in_shares(
     shared: &Shared,
     chunk: &[u64],
@@ -143,10 +145,26 @@ fn in_shares(
         let state = shared.readable_state()?;
         finish_all(shared, &state, find(&state, part)?)
     };
-    let parts = map_shares(chunk, threads, answer)
+    if threads <= 1 {
+        return answer(chunk);
+    }
+    let share_of = |fp: u64| ((fp.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 32) as usize) % threads;
+    let mut shares = vec![Vec::with_capacity(chunk.len() / threads + 1); threads];
+    for &fp in chunk {
+        shares[share_of(fp)].push(fp);
+    }
+    let parts = map_indexed(threads, threads, |t| answer(&shares[t]))
         .into_iter()
         .collect::<Result<Vec<_>>>()?;
-    Ok(parts.into_iter().flatten().collect())
+    let mut parts: Vec<_> = parts.into_iter().map(Vec::into_iter).collect();
+    Ok(chunk
+        .iter()
+        .map(|&fp| {
+            parts[share_of(fp)]
+                .next()
+                .unwrap_or_else(|| unreachable!("a share answers each of its queries"))
+        })
+        .collect())
 }
 
 /// Chunks smaller than this are answered on the calling thread
