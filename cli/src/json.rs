@@ -32,17 +32,17 @@ fn list<T>(items: &[T], f: impl Fn(&T) -> String) -> String {
 
 /// Appends `v` as 16 lower-case hex digits (as `{v:016x}` formats it,
 /// without the formatting machinery: a query line prints one per match).
-fn push_hex(line: &mut String, v: u64) {
+fn push_hex(line: &mut Vec<u8>, v: u64) {
     const DIGITS: &[u8; 16] = b"0123456789abcdef";
     let mut buf = [0u8; 16];
     for (i, b) in buf.iter_mut().enumerate() {
         *b = DIGITS[(v >> (60 - 4 * i) & 0xf) as usize];
     }
-    line.push_str(std::str::from_utf8(&buf).unwrap_or_default());
+    line.extend_from_slice(&buf);
 }
 
 /// Appends `v` in decimal (as `{v}` formats it).
-fn push_decimal(line: &mut String, mut v: u64) {
+fn push_decimal(line: &mut Vec<u8>, mut v: u64) {
     let mut buf = [0u8; 20];
     let mut at = buf.len();
     loop {
@@ -53,34 +53,34 @@ fn push_decimal(line: &mut String, mut v: u64) {
             break;
         }
     }
-    line.push_str(std::str::from_utf8(&buf[at..]).unwrap_or_default());
+    line.extend_from_slice(&buf[at..]);
 }
 
 /// Appends one query's result line (without its newline) to `line`; the
 /// CLI reuses one buffer for every answer instead of building strings
-/// per match.
-pub fn push_query_result(line: &mut String, query: u64, matches: &[Match]) {
-    line.push_str("{\"query\":\"");
+/// per match, and writes its bytes as they are (all ASCII).
+pub fn push_query_result(line: &mut Vec<u8>, query: u64, matches: &[Match]) {
+    line.extend_from_slice(b"{\"query\":\"");
     push_hex(line, query);
-    line.push_str("\",\"matches\":[");
+    line.extend_from_slice(b"\",\"matches\":[");
     for (i, m) in matches.iter().enumerate() {
         if i > 0 {
-            line.push(',');
+            line.push(b',');
         }
-        line.push_str("{\"fingerprint\":\"");
+        line.extend_from_slice(b"{\"fingerprint\":\"");
         push_hex(line, m.fingerprint);
-        line.push_str("\",\"distance\":");
+        line.extend_from_slice(b"\",\"distance\":");
         push_decimal(line, u64::from(m.distance));
-        line.push_str(",\"ids\":[");
+        line.extend_from_slice(b",\"ids\":[");
         for (j, &id) in m.ids.iter().enumerate() {
             if j > 0 {
-                line.push(',');
+                line.push(b',');
             }
             push_decimal(line, id);
         }
-        line.push_str("]}");
+        line.extend_from_slice(b"]}");
     }
-    line.push_str("]}");
+    line.extend_from_slice(b"]}");
 }
 
 /// The `stats` object.
@@ -145,9 +145,9 @@ mod tests {
     }
 
     fn query_result(query: u64, matches: &[simstore::Match]) -> String {
-        let mut line = String::new();
+        let mut line = Vec::new();
         super::push_query_result(&mut line, query, matches);
-        line
+        String::from_utf8(line).unwrap()
     }
 
     /// The hand-written digits are what the formatting machinery writes.
@@ -165,12 +165,12 @@ mod tests {
             u64::MAX,
             0x0123_4567_89ab_cdef,
         ] {
-            let mut hex = String::new();
+            let mut hex = Vec::new();
             super::push_hex(&mut hex, v);
-            assert_eq!(hex, format!("{v:016x}"));
-            let mut decimal = String::new();
+            assert_eq!(hex, format!("{v:016x}").as_bytes());
+            let mut decimal = Vec::new();
             super::push_decimal(&mut decimal, v);
-            assert_eq!(decimal, v.to_string());
+            assert_eq!(decimal, v.to_string().as_bytes());
         }
     }
 

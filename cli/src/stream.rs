@@ -311,7 +311,7 @@ pub fn query(
             queries.extend(fp);
             Ok(())
         });
-        let mut line = String::new();
+        let mut line = Vec::new();
         for chunk in queries.chunks(QUERY_BATCH) {
             let results = store.query_many(chunk, k)?;
             for (q, matches) in chunk.iter().zip(&results) {
@@ -324,7 +324,7 @@ pub fn query(
     // Queries already read are answered a few at a time (their probes
     // interleaved); none waits for input that has not arrived, so an
     // interactive caller still gets each answer as soon as it asks.
-    let mut line = String::new();
+    let mut line = Vec::new();
     let group = ANSWER_GROUP;
     let mut waiting = Vec::with_capacity(group);
     let result = for_each_line(input, std::time::Duration::ZERO, parse, |_, fp, more| {
@@ -356,7 +356,7 @@ pub fn query_probabilistic(
     first: bool,
     budget: simstore::Budget,
 ) -> Result<(), Failure> {
-    let mut line = String::new();
+    let mut line = Vec::new();
     let mut waiting = Vec::with_capacity(ANSWER_GROUP);
     let mut answer = |waiting: &mut Vec<(u64, simstore::simhash::Volatility)>,
                       out: &mut dyn Write|
@@ -394,7 +394,7 @@ pub fn query_probabilistic(
 fn answer(
     store: &Store,
     out: &mut impl Write,
-    line: &mut String,
+    line: &mut Vec<u8>,
     waiting: &mut Vec<u64>,
     k: u32,
     first: bool,
@@ -433,14 +433,14 @@ fn answer(
 /// Writes one query's result line through the reused buffer `line`.
 fn write_answer(
     out: &mut (impl Write + ?Sized),
-    line: &mut String,
+    line: &mut Vec<u8>,
     query: u64,
     matches: &[simstore::Match],
 ) -> io::Result<()> {
     line.clear();
     json::push_query_result(line, query, matches);
-    line.push('\n');
-    out.write_all(line.as_bytes())
+    line.push(b'\n');
+    out.write_all(line)
 }
 
 #[cfg(test)]
