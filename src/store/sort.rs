@@ -111,6 +111,12 @@ fn stable_scatter(from: &[u64], to: &mut [u64], low: u32, width: u32) {
 /// The `(fingerprint, id)` pairs of `pairs` that have an id, sorted
 /// (repeats kept), by the same radix pass on the fingerprints' top bits.
 pub(crate) fn sorted_pairs<E: super::Entry>(pairs: &[E]) -> Vec<(u64, u64)> {
+    sorted_pairs_on(pairs, super::parallel::cores())
+}
+
+/// [`sorted_pairs`] counted, scattered and sorted by up to `threads`
+/// threads (the calling one included).
+fn sorted_pairs_on<E: super::Entry>(pairs: &[E], threads: usize) -> Vec<(u64, u64)> {
     let with_ids = || {
         pairs
             .iter()
@@ -126,21 +132,69 @@ pub(crate) fn sorted_pairs<E: super::Entry>(pairs: &[E]) -> Vec<(u64, u64)> {
     let bits = log.saturating_sub(14).clamp(8, 12);
     let shift = 64 - bits;
     let bucket = |fp: u64| (fp >> shift) as usize;
+    // Each share of the input is counted and scattered by its own thread,
+    // into its own piece of every bucket (the pieces of a bucket follow
+    // each other in share order).
+    let per = pairs.len().div_ceil(threads.max(1)).max(1);
+    let count = |share: &[E]| {
+        let mut counts = vec![0usize; 1 << bits];
+        for e in share {
+            if e.id().is_some() {
+                counts[bucket(e.fingerprint())] += 1;
+            }
+        }
+        counts
+    };
+    let counts: Vec<Vec<usize>> = std::thread::scope(|scope| {
+        let workers: Vec<_> = pairs
+            .chunks(per)
+            .skip(1)
+            .map(|share| scope.spawn(move || count(share)))
+            .collect();
+        let mut counts = vec![count(pairs.chunks(per).next().unwrap_or_default())];
+        counts.extend(
+            workers
+                .into_iter()
+                .map(|w| w.join().unwrap_or_else(|p| std::panic::resume_unwind(p))),
+        );
+        counts
+    });
     let mut starts = vec![0usize; (1 << bits) + 1];
-    for (fp, _) in with_ids() {
-        starts[bucket(fp) + 1] += 1;
-    }
-    for b in 1..starts.len() {
-        starts[b] += starts[b - 1];
+    for b in 0..1 << bits {
+        starts[b + 1] = starts[b] + counts.iter().map(|c| c[b]).sum::<usize>();
     }
     let mut out = vec![(0u64, 0u64); n];
-    let mut at = starts.clone();
-    for pair in with_ids() {
-        let b = bucket(pair.0);
-        out[at[b]] = pair;
-        at[b] += 1;
+    let mut pieces: Vec<Vec<&mut [(u64, u64)]>> = (0..counts.len()).map(|_| Vec::new()).collect();
+    let mut rest = &mut out[..];
+    for b in 0..1 << bits {
+        for (t, c) in counts.iter().enumerate() {
+            let (piece, after) = std::mem::take(&mut rest).split_at_mut(c[b]);
+            pieces[t].push(piece);
+            rest = after;
+        }
     }
-    sort_buckets(&mut out, &starts, super::parallel::cores());
+    let scatter = |share: &[E], mut pieces: Vec<&mut [(u64, u64)]>| {
+        let mut at = vec![0usize; pieces.len()];
+        for e in share {
+            if let Some(id) = e.id() {
+                let fp = e.fingerprint();
+                let b = bucket(fp);
+                pieces[b][at[b]] = (fp, id);
+                at[b] += 1;
+            }
+        }
+    };
+    std::thread::scope(|scope| {
+        let mut shares = pairs.chunks(per).zip(pieces);
+        let first = shares.next();
+        for (share, pieces) in shares {
+            scope.spawn(move || scatter(share, pieces));
+        }
+        if let Some((share, pieces)) = first {
+            scatter(share, pieces);
+        }
+    });
+    sort_buckets(&mut out, &starts, threads);
     out
 }
 
@@ -227,7 +281,13 @@ mod tests {
                 .filter_map(|&(f, id)| id.map(|id| (f, id)))
                 .collect();
             want.sort_unstable();
-            assert_eq!(sorted_pairs(&pairs), want, "n {n} spread {spread}");
+            for threads in [1, 2, 3, 8] {
+                assert_eq!(
+                    sorted_pairs_on(&pairs, threads),
+                    want,
+                    "n {n} spread {spread} threads {threads}"
+                );
+            }
         }
     }
 
