@@ -63,7 +63,7 @@ fn hex16(digits: &[u8]) -> Option<u64> {
     let digits: &[u8; 16] = digits.try_into().ok()?;
     let (high, low) = digits.split_at(8);
     let word = |half: &[u8]| u64::from_le_bytes(half.try_into().unwrap_or_default());
-    Some(hex8(word(high))? << 32 | hex8(word(low))?)
+    Some((hex8(word(high))? << 32) | hex8(word(low))?)
 }
 
 /// The value of the eight hex digits of `x` (read little-endian: its low
@@ -83,19 +83,19 @@ fn hex8(x: u64) -> Option<u64> {
     let above = |w: u64, hi: u8| w.wrapping_add(ONES * u64::from(0x7f - hi));
     let digit = at_least(x, b'0') & !above(x, b'9');
     // Upper-case letters folded onto lower-case ones.
-    let folded = x | ONES * 0x20;
+    let folded = x | (ONES * 0x20);
     let letter = at_least(folded, b'a') & !above(folded, b'f');
     if (digit | letter) & HIGH != HIGH {
         return None;
     }
     // A digit's value is its low nibble; a letter's, its low nibble plus
     // 9 (letters have bit 6 set, digits not).
-    let v = (x & ONES * 0x0f) + (x >> 6 & ONES) * 9;
+    let v = (x & (ONES * 0x0f)) + ((x >> 6) & ONES) * 9;
     // Pairs of nibbles into bytes, bytes into 16-bit halves, halves into
     // the 32-bit value, the first digit highest.
-    let v = (v << 4 | v >> 8) & 0x00ff_00ff_00ff_00ff;
-    let v = (v << 8 | v >> 16) & 0x0000_ffff_0000_ffff;
-    Some((v << 16 | v >> 32) & 0xffff_ffff)
+    let v = ((v << 4) | (v >> 8)) & 0x00ff_00ff_00ff_00ff;
+    let v = ((v << 8) | (v >> 16)) & 0x0000_ffff_0000_ffff;
+    Some(((v << 16) | (v >> 32)) & 0xffff_ffff)
 }
 
 /// `FP` or `FP ID` exactly as a program writes them (16 hex digits, one
