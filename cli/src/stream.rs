@@ -2,7 +2,7 @@
 //! `query`, committing and flushing whenever no more input is waiting so
 //! that interactive drivers see acknowledgements and answers promptly.
 
-use std::io::{self, BufRead, BufReader, Read, Write};
+use std::io::{self, Read, Write};
 
 use simstore::{Error, Op, Store};
 
@@ -65,58 +65,29 @@ impl From<io::Error> for Failure {
 /// waiting, or arriving within `patience`), so callers can commit or flush
 /// exactly when the next line would have to be waited for.
 ///
-/// A reader thread reads ahead into chunks of whole lines; a chunk is
-/// handed over as soon as reading on would block (or at 64 KiB), so an
-/// interactive writer gets its answer after each line while a file is read
-/// in large chunks. On an early return the thread is left blocked on its
-/// read; the process exits without waiting for it.
-fn for_each_line<T>(
+/// A reader thread reads ahead ([`read_lines`]): it parses the whole
+/// lines of each read (up to 64 KiB; a read returns what has arrived, so
+/// an interactive writer gets its answer after each line while a file is
+/// read in large blocks) and hands them over. On an early return the
+/// thread is left blocked on its read; the process exits without waiting
+/// for it.
+fn for_each_line<T: Send + 'static>(
     input: impl Read + Send + 'static,
     patience: std::time::Duration,
-    parse: impl Fn(&[u8]) -> Result<Option<T>, String>,
+    parse: impl Fn(&[u8]) -> Result<Option<T>, String> + Send + 'static,
     mut sink: impl FnMut(usize, Option<T>, bool) -> Result<(), Failure>,
 ) -> Result<(), Failure> {
-    let (tx, rx) = std::sync::mpsc::sync_channel::<io::Result<Vec<u8>>>(64);
-    std::thread::spawn(move || {
-        let mut reader = BufReader::with_capacity(1 << 16, input);
-        let mut chunk = Vec::new();
-        loop {
-            match reader.read_until(b'\n', &mut chunk) {
-                Ok(0) => {
-                    if !chunk.is_empty() {
-                        let _ = tx.send(Ok(chunk));
-                    }
-                    return;
-                }
-                Ok(_) => {
-                    let full = reader.buffer().is_empty() || chunk.len() >= 1 << 16;
-                    if full && tx.send(Ok(std::mem::take(&mut chunk))).is_err() {
-                        return;
-                    }
-                }
-                Err(e) => {
-                    let _ = tx.send(Err(e));
-                    return;
-                }
-            }
-        }
-    });
+    let (tx, rx) = std::sync::mpsc::sync_channel::<Parsed<T>>(64);
+    std::thread::spawn(move || read_lines(input, &parse, &tx));
     let mut line = 0usize;
     let mut next = rx.recv().ok();
     while let Some(chunk) = next.take() {
         let chunk = chunk?;
         next = rx.try_recv().ok();
-        let mut rest = &chunk[..];
-        while !rest.is_empty() {
-            let end = memchr::memchr(b'\n', rest).map_or(rest.len(), |i| i + 1);
-            let (mut text, after) = rest.split_at(end);
-            rest = after;
+        let count = chunk.len();
+        for (i, parsed) in chunk.into_iter().enumerate() {
             line += 1;
-            while let [before @ .., b'\n' | b'\r'] = text {
-                text = before;
-            }
-            let parsed = parse(text);
-            let more = !rest.is_empty() || {
+            let more = i + 1 < count || {
                 if next.is_none() {
                     next = if patience.is_zero() {
                         rx.try_recv().ok()
@@ -136,6 +107,75 @@ fn for_each_line<T>(
         }
     }
     Ok(())
+}
+
+/// The parsed lines of one read, in order, or the error that ended
+/// reading.
+type Parsed<T> = io::Result<Vec<Result<Option<T>, String>>>;
+
+/// Bytes [`read_lines`] asks for at a time (more while a line is longer).
+const READ_BLOCK: usize = 1 << 16;
+
+/// The reader thread of [`for_each_line`]: reads blocks, parses their
+/// whole lines (each without its end, `\n` or `\r\n`) and sends them,
+/// keeping a partial last line for the next read; a line longer than the
+/// buffer grows it. Stops at the end of the input (whose last line may
+/// lack its end), at a read error (sent), after sending a malformed
+/// line, or when nobody receives.
+fn read_lines<T>(
+    mut input: impl Read,
+    parse: &impl Fn(&[u8]) -> Result<Option<T>, String>,
+    tx: &std::sync::mpsc::SyncSender<Parsed<T>>,
+) {
+    let parse_all = |bytes: &[u8]| {
+        let mut lines = Vec::new();
+        let mut rest = bytes;
+        while !rest.is_empty() {
+            let end = memchr::memchr(b'\n', rest).map_or(rest.len(), |i| i + 1);
+            let (mut text, after) = rest.split_at(end);
+            rest = after;
+            while let [before @ .., b'\n' | b'\r'] = text {
+                text = before;
+            }
+            lines.push(parse(text));
+        }
+        lines
+    };
+    let mut buf = vec![0u8; READ_BLOCK];
+    let mut filled = 0;
+    loop {
+        if filled == buf.len() {
+            buf.resize(buf.len() * 2, 0);
+        }
+        let read = match input.read(&mut buf[filled..]) {
+            Ok(0) => {
+                if filled > 0 {
+                    let _ = tx.send(Ok(parse_all(&buf[..filled])));
+                }
+                return;
+            }
+            Ok(read) => read,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => {
+                let _ = tx.send(Err(e));
+                return;
+            }
+        };
+        let searched = filled;
+        filled += read;
+        // The bytes before this read hold no line end.
+        let Some(end) = memchr::memrchr(b'\n', &buf[searched..filled]).map(|i| searched + i + 1)
+        else {
+            continue;
+        };
+        let lines = parse_all(&buf[..end]);
+        let malformed = lines.iter().any(Result::is_err);
+        if tx.send(Ok(lines)).is_err() || malformed {
+            return;
+        }
+        buf.copy_within(end..filled, 0);
+        filled -= end;
+    }
 }
 
 /// How long `add` and `delete` without `--ack` wait for more input before
