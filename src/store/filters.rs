@@ -2,15 +2,15 @@
 //!
 //! Every write asks each level's table 0 whether it holds the write's
 //! fingerprint; a merge gives the table it writes a filter that answers
-//! "no" for nearly every new fingerprint (see
-//! [`TableState::filtered`]), once the handle has written (a bulk load
-//! into a handle that has not is not kept waiting for one). Filters are
-//! memory only, so a reopened store has none until merges rewrite its
-//! levels, and until then every write probes every level. Queries do not use them: a table read at
+//! "no" for nearly every new fingerprint (see [`TableState::filtered`]),
+//! once the handle has written (a bulk load into a handle that has not is
+//! not kept waiting for one). Filters are memory only, so a reopened
+//! store has none until merges rewrite its levels, and until then every
+//! write probes every level. Queries do not use them: a table read at
 //! open gets its filter here once the handle has written (see
-//! [`Shared::want_filters`]) and the table's blocks are all held in memory
-//! (at the first write, by the compactor, or at the end of the warming),
-//! beside writers and queries.
+//! [`Shared::want_filters`]) and the table's blocks are all held in
+//! memory (at the first write, by the compactor, or at the end of the
+//! warming), beside writers and queries.
 
 use std::sync::Arc;
 

@@ -44,8 +44,14 @@ pub(super) fn map_indexed<R: Send>(
     done.into_iter().map(|(_, r)| r).collect()
 }
 
+/// The length of each of up to `threads` consecutive shares of `len`
+/// items (equal but for the last), as [`map_shares`] cuts them.
+pub(super) fn share_len(len: usize, threads: usize) -> usize {
+    len.div_ceil(threads.max(1)).max(1)
+}
+
 /// `f` of each of up to `threads` consecutive shares of `items` (equal
-/// but for the last), one scoped thread each, in order.
+/// but for the last, see [`share_len`]), one scoped thread each, in order.
 pub(super) fn map_shares<T: Sync, R: Send>(
     items: &[T],
     threads: usize,
@@ -54,7 +60,7 @@ pub(super) fn map_shares<T: Sync, R: Send>(
     if threads <= 1 {
         return vec![f(items)];
     }
-    let per = items.len().div_ceil(threads).max(1);
+    let per = share_len(items.len(), threads);
     let f = &f;
     std::thread::scope(|scope| {
         let workers: Vec<_> = items
@@ -74,7 +80,7 @@ pub(super) fn map_shares_mut<T: Send, R: Send>(
     if threads <= 1 {
         return vec![f(items)];
     }
-    let per = items.len().div_ceil(threads).max(1);
+    let per = share_len(items.len(), threads);
     let f = &f;
     std::thread::scope(|scope| {
         let workers: Vec<_> = items

@@ -135,28 +135,14 @@ fn sorted_pairs_on<E: super::Entry>(pairs: &[E], threads: usize) -> Vec<(u64, u6
     // Each share of the input is counted and scattered by its own thread,
     // into its own piece of every bucket (the pieces of a bucket follow
     // each other in share order).
-    let per = pairs.len().div_ceil(threads.max(1)).max(1);
-    let count = |share: &[E]| {
+    let per = super::parallel::share_len(pairs.len(), threads);
+    let counts = super::parallel::map_shares(pairs, threads, |share| {
         let mut counts = vec![0usize; 1 << bits];
         for e in share {
             if e.id().is_some() {
                 counts[bucket(e.fingerprint())] += 1;
             }
         }
-        counts
-    };
-    let counts: Vec<Vec<usize>> = std::thread::scope(|scope| {
-        let workers: Vec<_> = pairs
-            .chunks(per)
-            .skip(1)
-            .map(|share| scope.spawn(move || count(share)))
-            .collect();
-        let mut counts = vec![count(pairs.chunks(per).next().unwrap_or_default())];
-        counts.extend(
-            workers
-                .into_iter()
-                .map(|w| w.join().unwrap_or_else(|p| std::panic::resume_unwind(p))),
-        );
         counts
     });
     let mut starts = vec![0usize; (1 << bits) + 1];
