@@ -339,7 +339,7 @@ impl Shared<'_> {
 
 /// A number from a `/proc` file: the first field after the line starting
 /// with `key`, times `unit`.
-fn proc_field(path: &str, key: &str, unit: u64) -> Option<u64> {
+pub(crate) fn proc_field(path: &str, key: &str, unit: u64) -> Option<u64> {
     let text = std::fs::read_to_string(path).ok()?;
     let line = text.lines().find(|l| l.starts_with(key))?;
     let n: u64 = line[key.len()..].split_whitespace().next()?.parse().ok()?;

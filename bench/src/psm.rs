@@ -10,7 +10,9 @@
 //! fetched. Half the queries are near-duplicates of stored documents,
 //! half new documents. Every stored document carries its index as id.
 //!
-//! Both stores hold the same pairs in memory; one query thread. For each
+//! Both stores hold the same pairs, bulk loaded (in `--chunks` ranges of
+//! the fingerprint space), then closed and reopened as a server would
+//! open them; one query thread. For each
 //! budget (recall target) the run reports the probabilistic queries' rate
 //! and their recall relative to the exact answer (matches found over true
 //! matches within `k`), for all matches and first match, beside the exact
@@ -54,6 +56,12 @@ pub struct Config {
     /// Skip the exact four-table store (for sizes it does not fit).
     #[arg(long)]
     pub one_table_only: bool,
+    /// Load each store in this many bulk loads (1 to 8), each holding
+    /// the fingerprints of one range of the fingerprint space, so that no
+    /// load holds every pair in memory at once and each merges into
+    /// blocks the others did not write (for a billion fingerprints).
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..=8))]
+    pub chunks: u64,
     /// Directory for the stores (default: a temporary one).
     #[arg(long)]
     pub dir: Option<PathBuf>,
@@ -72,10 +80,38 @@ fn gauss(rng: &mut Rng) -> f64 {
     (-2.0 * (1.0 - u).ln()).sqrt() * (2.0 * std::f64::consts::PI * v).cos()
 }
 
-/// Stored document `i`'s weight sums (regenerated on demand).
+/// Stored document `i`'s fingerprint: the signs of its weight sums.
+fn fingerprint(i: u64) -> u64 {
+    Rng(i ^ 0x5eed_f1a9).next_u64()
+}
+
+/// Stored document `i`'s weight sums (regenerated on demand). A standard
+/// normal deviate is a fair sign times an independent half-normal
+/// magnitude: the signs are [`fingerprint`]'s bits, so the stored
+/// fingerprints are generated without the sums, and the sums only for
+/// the documents queried.
 fn document(i: u64) -> [f64; 64] {
+    let fp = fingerprint(i);
     let mut rng = Rng(i.wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ 0x5eed);
-    std::array::from_fn(|_| gauss(&mut rng))
+    std::array::from_fn(|j| {
+        let magnitude = gauss(&mut rng).abs();
+        if fp >> j & 1 == 1 {
+            magnitude
+        } else {
+            -magnitude
+        }
+    })
+}
+
+/// The pairs of `0..n` whose fingerprints fall in the `c`-th of `chunks`
+/// equal ranges of the fingerprint space, each document's index its id.
+fn chunk(n: u64, c: u64, chunks: u64) -> Vec<(u64, u64)> {
+    (0..n)
+        .filter_map(|i| {
+            let fp = fingerprint(i);
+            ((u128::from(fp) * u128::from(chunks)) >> 64 == u128::from(c)).then_some((fp, i))
+        })
+        .collect()
 }
 
 fn signs(w: &[f64; 64]) -> u64 {
@@ -92,6 +128,34 @@ struct Row {
     probes: f64,
 }
 
+/// A store as built and reopened.
+#[derive(Default)]
+struct Built {
+    /// Seconds in its bulk loads.
+    load: f64,
+    /// Seconds to reopen it and read its blocks back.
+    open: f64,
+    /// Its blocks' bytes.
+    bytes: u64,
+    /// Its id blocks' bytes.
+    id_bytes: u64,
+    /// The process's resident bytes once it is open and warm.
+    rss: Option<u64>,
+}
+
+/// The process's resident bytes now (`VmRSS`), and at most (`VmHWM`).
+fn rss() -> Option<u64> {
+    crate::grow::proc_field("/proc/self/status", "VmRSS:", 1024)
+}
+
+fn peak_rss() -> Option<u64> {
+    crate::grow::proc_field("/proc/self/status", "VmHWM:", 1024)
+}
+
+fn gb(bytes: Option<u64>) -> String {
+    bytes.map_or_else(|| "unknown".into(), |b| format!("{:.2} GB", b as f64 / 1e9))
+}
+
 fn found(answers: &[Vec<Match>]) -> usize {
     answers.iter().map(Vec::len).sum()
 }
@@ -105,9 +169,6 @@ pub fn run(config: &Config, out: &mut impl Write) -> Result<(), Failure> {
         .unwrap_or_else(|| tmp.path().to_path_buf());
     let n = config.size;
     let k = config.k;
-    let started = Instant::now();
-    let pairs: Vec<(u64, u64)> = (0..n).map(|i| (signs(&document(i)), i)).collect();
-    let generated = started.elapsed().as_secs_f64();
     let mut rng = Rng(7);
     let queries: Vec<(u64, Volatility)> = (0..config.queries)
         .map(|q| {
@@ -125,20 +186,43 @@ pub fn run(config: &Config, out: &mut impl Write) -> Result<(), Failure> {
         .expected_size(n)
         .max_distance(k)
         .query_threads(1);
-    let build = |name: &str, options: &Options| -> Result<(Store, f64, u64), Failure> {
+    let build = |name: &str, options: &Options| -> Result<(Store, Built), Failure> {
         let path = base.join(name);
         let _ = std::fs::remove_dir_all(&path);
-        let t = Instant::now();
+        let mut secs = 0.0;
         let store = Store::create(&path, options)?;
-        store.insert_many(&pairs)?;
-        let secs = t.elapsed().as_secs_f64();
+        for c in 0..config.chunks {
+            let pairs = chunk(n, c, config.chunks);
+            let t = Instant::now();
+            store.insert_many(&pairs)?;
+            secs += t.elapsed().as_secs_f64();
+        }
+        // Served as a user serves it: reopened, its blocks read back.
+        store.close()?;
+        let t = Instant::now();
+        let store = Store::open(&path, options)?;
         store.wait_warm();
-        let bytes = store.stats().table_bytes;
-        Ok((store, secs, bytes))
+        let open = t.elapsed().as_secs_f64();
+        let stats = store.stats();
+        if stats.ids != n {
+            return Err(Failure::Store(simstore::Error::InvalidArgument(format!(
+                "{} pairs stored of {n}",
+                stats.ids
+            ))));
+        }
+        let built = Built {
+            load: secs,
+            open,
+            bytes: stats.table_bytes,
+            id_bytes: stats.id_bytes,
+            rss: rss(),
+        };
+        Ok((store, built))
     };
     let mut rows: Vec<Row> = Vec::new();
     let rate = |secs: f64| config.queries as f64 / secs;
-    let (one, one_build, one_bytes) = build("one", &options.clone().tables(1))?;
+    let (one, one_built) = build("one", &options.clone().tables(1))?;
+    let one_bytes = one_built.bytes;
     let header = one.plan().header_bits().unwrap_or(0);
     // The exact answers, from the one-table store's exhaustive search.
     let t = Instant::now();
@@ -146,11 +230,10 @@ pub fn run(config: &Config, out: &mut impl Write) -> Result<(), Failure> {
     let exhaustive_secs = t.elapsed().as_secs_f64();
     let truth = found(&exact);
     let with_match = exact.iter().filter(|a| !a.is_empty()).count();
-    let mut four_bytes = 0;
-    let mut four_build = 0.0;
+    let mut four_built = Built::default();
     if !config.one_table_only {
-        let (four, secs, bytes) = build("four", &options)?;
-        (four_build, four_bytes) = (secs, bytes);
+        let (four, built) = build("four", &options)?;
+        four_built = built;
         let t = Instant::now();
         let all = four.query_many(&fps, k)?;
         let all_secs = t.elapsed().as_secs_f64();
@@ -233,23 +316,30 @@ pub fn run(config: &Config, out: &mut impl Write) -> Result<(), Failure> {
     let entropy_bits = 64.0 - (n as f64).log2() + std::f64::consts::LOG2_E;
     writeln!(
         out,
-        "{n} documents of the generative model (noise {}), {} queries (half near-duplicates), k = {k}, one query thread; {truth} true matches, {with_match} queries with one; generated in {generated:.1} s",
+        "{n} documents of the generative model (noise {}), {} queries (half near-duplicates), k = {k}, one query thread; {truth} true matches, {with_match} queries with one",
         config.noise, config.queries
     )?;
     writeln!(
         out,
-        "one table: header {header} bits, {:.2} bits per fingerprint ({:.2}x the entropy bound {entropy_bits:.2}), bulk load {one_build:.1} s",
+        "one table: header {header} bits, {:.2} bits per fingerprint ({:.2}x the entropy bound {entropy_bits:.2}) and {:.2} of id blocks; {} bulk load(s) {:.1} s; reopened and read back in {:.1} s; resident {} once warm",
         one_bytes as f64 * 8.0 / n as f64,
-        one_bytes as f64 * 8.0 / n as f64 / entropy_bits
+        one_bytes as f64 * 8.0 / n as f64 / entropy_bits,
+        one_built.id_bytes as f64 * 8.0 / n as f64,
+        config.chunks,
+        one_built.load,
+        one_built.open,
+        gb(one_built.rss),
     )?;
     if !config.one_table_only {
         writeln!(
             out,
-            "default plan: {:.2} bits per fingerprint ({:.2}x one table's bytes), bulk load {four_build:.1} s",
-            four_bytes as f64 * 8.0 / n as f64,
-            four_bytes as f64 / one_bytes.max(1) as f64
+            "default plan: {:.2} bits per fingerprint ({:.2}x one table's bytes), bulk load(s) {:.1} s",
+            four_built.bytes as f64 * 8.0 / n as f64,
+            four_built.bytes as f64 / one_bytes.max(1) as f64,
+            four_built.load
         )?;
     }
+    writeln!(out, "peak resident {}", gb(peak_rss()))?;
     writeln!(
         out,
         "\n| query | queries/s | recall | headers probed per query |"
