@@ -16,6 +16,7 @@ mod exit;
 mod hash;
 mod input;
 mod json;
+mod lines;
 #[doc(hidden)]
 pub mod rng;
 mod stream;
