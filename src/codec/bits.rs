@@ -48,13 +48,9 @@ impl BitWriter {
         }
     }
 
-    /// Bits written so far, including the prefix bytes.
-    pub fn bit_len(&self) -> usize {
-        self.bytes.len() * 8 + self.filled as usize
-    }
-
-    /// Pads the last byte with zero bits and returns the bytes.
-    pub fn finish(mut self) -> Vec<u8> {
+    /// Pads the last byte with zero bits, so the stream ends on a byte
+    /// boundary and [`bytes_mut`](Self::bytes_mut) holds all of it.
+    pub fn pad(&mut self) {
         while self.filled >= 8 {
             self.filled -= 8;
             self.bytes.push((self.acc >> self.filled) as u8);
@@ -62,6 +58,24 @@ impl BitWriter {
         if self.filled > 0 {
             self.bytes.push((self.acc << (8 - self.filled)) as u8);
         }
+        self.acc = 0;
+        self.filled = 0;
+    }
+
+    /// The bytes written and flushed so far (all of them after
+    /// [`pad`](Self::pad)); bytes appended here count towards the stream.
+    pub fn bytes_mut(&mut self) -> &mut Vec<u8> {
+        &mut self.bytes
+    }
+
+    /// Bits written so far, including the prefix bytes.
+    pub fn bit_len(&self) -> usize {
+        self.bytes.len() * 8 + self.filled as usize
+    }
+
+    /// Pads the last byte with zero bits and returns the bytes.
+    pub fn finish(mut self) -> Vec<u8> {
+        self.pad();
         self.bytes
     }
 }

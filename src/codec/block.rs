@@ -166,12 +166,33 @@ pub fn encode_blocks(
     code_id: u32,
     max_len: usize,
 ) -> Result<Vec<Vec<u8>>, EncodeError> {
+    let (bytes, ends) = encode_blocks_into(fps, code, code_id, max_len, Vec::new())?;
+    let starts = std::iter::once(0).chain(ends.iter().copied());
+    Ok(starts
+        .zip(&ends)
+        .map(|(start, &end)| bytes[start..end].to_vec())
+        .collect())
+}
+
+/// [`encode_blocks`], the blocks appended back to back to `out`: returns
+/// `out` and where in it each new block ends (the first starts at its
+/// length on entry). One buffer for a whole table's blocks, not one
+/// allocation a block.
+pub fn encode_blocks_into(
+    fps: &[u64],
+    code: &Code,
+    code_id: u32,
+    max_len: usize,
+    out: Vec<u8>,
+) -> Result<(Vec<u8>, Vec<usize>), EncodeError> {
     if max_len < MIN_BLOCK_LEN {
         return Err(EncodeError::BlockTooSmall { max_len });
     }
     let max_bits = max_len * 8;
-    let mut blocks = Vec::new();
-    let mut current: Option<(BitWriter, u64, u16)> = None;
+    let mut ends = Vec::new();
+    let mut writer = BitWriter::with_prefix(out);
+    // The block being written: where it starts, its last value, its count.
+    let mut current: Option<(usize, u64, u16)> = None;
     for (i, &fp) in fps.iter().enumerate() {
         if i > 0 && fps[i - 1] >= fp {
             return Err(EncodeError::OutOfOrder {
@@ -179,9 +200,9 @@ pub fn encode_blocks(
                 got: fp,
             });
         }
-        if let Some((writer, prev, count)) = current.as_mut() {
+        if let Some((start, prev, count)) = current.as_mut() {
             let (h, cost) = delta_cost(code, *prev, fp);
-            if writer.bit_len() + cost <= max_bits && *count < u16::MAX {
+            if writer.bit_len() - *start * 8 + cost <= max_bits && *count < u16::MAX {
                 let (word, len) = code.word(h);
                 writer.write(u64::from(word), u32::from(len));
                 writer.write(fp, u32::from(h));
@@ -190,24 +211,27 @@ pub fn encode_blocks(
                 continue;
             }
         }
-        if let Some((writer, _, count)) = current.take() {
-            blocks.push(seal(writer, count, code_id));
+        if let Some((start, _, count)) = current.take() {
+            ends.push(seal(&mut writer, start, count, code_id));
         }
-        let mut bytes = Vec::with_capacity(max_len);
-        bytes.resize(HEADER_LEN, 0);
-        let mut writer = BitWriter::with_prefix(bytes);
+        writer.pad();
+        let start = writer.bytes_mut().len();
+        writer.bytes_mut().resize(start + HEADER_LEN, 0);
         writer.write(fp, 64);
-        current = Some((writer, fp, 1));
+        current = Some((start, fp, 1));
     }
-    if let Some((writer, _, count)) = current {
-        blocks.push(seal(writer, count, code_id));
+    if let Some((start, _, count)) = current {
+        ends.push(seal(&mut writer, start, count, code_id));
     }
-    Ok(blocks)
+    Ok((writer.finish(), ends))
 }
 
-/// Writes the header (with CRC) in front of a finished payload.
-fn seal(writer: BitWriter, count: u16, code_id: u32) -> Vec<u8> {
-    let mut bytes = writer.finish();
+/// Ends the block that starts at `start` of the writer's bytes: pads it
+/// and writes its header (with CRC) in front of its payload. Returns
+/// where it ends.
+fn seal(writer: &mut BitWriter, start: usize, count: u16, code_id: u32) -> usize {
+    writer.pad();
+    let bytes = &mut writer.bytes_mut()[start..];
     let header = BlockHeader {
         version: BLOCK_VERSION,
         count: count.into(),
@@ -215,9 +239,9 @@ fn seal(writer: BitWriter, count: u16, code_id: u32) -> Vec<u8> {
         crc: 0.into(),
     };
     bytes[..HEADER_LEN].copy_from_slice(header.as_bytes());
-    let crc = checksum(&bytes);
+    let crc = checksum(bytes);
     bytes[CRC_OFFSET..HEADER_LEN].copy_from_slice(&crc.to_be_bytes());
-    bytes
+    start + bytes.len()
 }
 
 /// Rewrites a block's CRC to match its bytes: for tests that need blocks
@@ -607,6 +631,27 @@ mod tests {
                 all.extend_from_slice(&out);
             }
             assert_eq!(all, fps);
+        }
+    }
+
+    /// Blocks appended to a buffer that already holds bytes are the same
+    /// blocks, back to back after them, with their ends.
+    #[test]
+    fn blocks_appended_after_other_bytes() {
+        let code = skewed_code();
+        for (n, max_len) in [(0, 1024), (1, 1024), (1000, 1024), (5000, 64)] {
+            let fps = sample(n, n as u64 + 1);
+            let blocks = encode_blocks(&fps, &code, 3, max_len).unwrap();
+            let prefix = b"earlier bytes".to_vec();
+            let (bytes, ends) =
+                encode_blocks_into(&fps, &code, 3, max_len, prefix.clone()).unwrap();
+            assert_eq!(ends.len(), blocks.len());
+            let mut want = prefix;
+            for (b, &end) in blocks.iter().zip(&ends) {
+                want.extend_from_slice(b);
+                assert_eq!(end, want.len());
+            }
+            assert_eq!(bytes, want);
         }
     }
 

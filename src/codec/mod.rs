@@ -10,8 +10,8 @@ pub mod many;
 pub mod sweep;
 
 pub use block::{
-    encode_blocks, BlockHeader, BlockIter, BlockView, DecodeError, EncodeError, ResumePoint, Visit,
-    BLOCK_VERSION, HEADER_LEN, MIN_BLOCK_LEN,
+    encode_blocks, encode_blocks_into, BlockHeader, BlockIter, BlockView, DecodeError, EncodeError,
+    ResumePoint, Visit, BLOCK_VERSION, HEADER_LEN, MIN_BLOCK_LEN,
 };
 pub use huffman::{Code, CodeError, MAX_CODE_LEN, SYMBOLS};
 pub use lanes::{Lane, LaneVisit};

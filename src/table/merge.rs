@@ -2,10 +2,11 @@
 //! blocks the changes fall into (plus a neighbour when a rewritten run
 //! would end in an underfull block).
 
+use std::borrow::Cow;
 use std::sync::Arc;
 
 use super::{Held, Packed, Slot, TableState};
-use crate::codec::{delta_histogram, encode_blocks, Code, SYMBOLS};
+use crate::codec::{delta_histogram, encode_blocks_into, Code, SYMBOLS};
 use crate::error::{Error, Result};
 use crate::index;
 
@@ -41,6 +42,40 @@ impl Added {
         self.ends.push(self.bytes.len());
     }
 
+    /// Encodes strictly increasing `fps` into blocks appended after the
+    /// others (see [`encode_blocks_into`]), each keyed by its first value.
+    fn encode(&mut self, fps: &[u64], code: &Code, code_id: u32, max_len: usize) -> Result<()> {
+        let bytes = std::mem::take(&mut self.bytes);
+        let start = bytes.len();
+        let (bytes, ends) =
+            encode_blocks_into(fps, code, code_id, max_len, bytes).map_err(|e| {
+                Error::InvalidArgument(format!("merge produced unencodable input: {e}"))
+            })?;
+        self.bytes = bytes;
+        let mut offset = 0;
+        let mut from = start;
+        for end in ends {
+            self.keys.push(fps[offset]);
+            self.ends.push(end);
+            offset += usize::from(crate::table::header_count(&self.bytes[from..end]));
+            from = end;
+        }
+        Ok(())
+    }
+
+    /// Block `i`'s bytes.
+    fn block(&self, i: usize) -> &[u8] {
+        let start = if i == 0 { 0 } else { self.ends[i - 1] };
+        &self.bytes[start..self.ends[i]]
+    }
+
+    /// Drops every block from the `len`-th on.
+    fn truncate(&mut self, len: usize) {
+        self.keys.truncate(len);
+        self.ends.truncate(len);
+        self.bytes.truncate(self.ends.last().copied().unwrap_or(0));
+    }
+
     /// Number of blocks.
     pub fn len(&self) -> usize {
         self.keys.len()
@@ -73,10 +108,12 @@ impl Added {
 
 /// A maximal run of consecutive blocks touched by the changes, decoded and
 /// merged.
-struct Run {
+struct Run<'a> {
     start: usize,
     end: usize,
-    fps: Vec<u64>,
+    /// Borrowed from the adds when the run is only adds (a table being
+    /// filled): no copy of a whole table's values.
+    fps: Cow<'a, [u64]>,
 }
 
 /// Merges strictly increasing permuted `adds` into the table and removes
@@ -130,10 +167,17 @@ pub fn merge_observed(
         };
         let run_adds = slice_in(adds, lo, hi);
         let run_removes = slice_in(removes, lo, hi);
+        let fps =
+            if fps.is_empty() && run_removes.is_empty() && run_adds.windows(2).all(|w| w[0] < w[1])
+            {
+                Cow::Borrowed(run_adds)
+            } else {
+                Cow::Owned(apply(&fps, run_adds, run_removes))
+            };
         runs.push(Run {
             start,
             end: end.min(n),
-            fps: apply(&fps, run_adds, run_removes),
+            fps,
         });
     }
 
@@ -166,10 +210,6 @@ pub fn merge_observed(
     let mut carry: Vec<u64> = Vec::new();
     let mut runs = runs.into_iter().peekable();
     let mut j = 0;
-    let encode = |fps: &[u64]| {
-        encode_blocks(fps, code, code_id, block_size)
-            .map_err(|e| Error::InvalidArgument(format!("merge produced unencodable input: {e}")))
-    };
     let underfull = |b: &[u8]| b.len() < block_size / 2;
     loop {
         let absorbing = !carry.is_empty();
@@ -182,42 +222,44 @@ pub fn merge_observed(
             old.decode_block(j, &mut scratch)?;
             removed.push(old.keys[j]);
             j += 1;
-            take_joined(&mut carry, std::mem::take(&mut scratch))
+            take_joined(&mut carry, Cow::Owned(std::mem::take(&mut scratch)))
         } else if j < n {
             keys.push(old.keys[j]);
             blocks.push(old.blocks[j].clone());
             j += 1;
             continue;
         } else if absorbing {
-            std::mem::take(&mut carry)
+            Cow::Owned(std::mem::take(&mut carry))
         } else {
             break;
         };
-        let mut encoded = encode(&fps)?;
-        match encoded.len() {
-            1 if j < n && !absorbing && underfull(&encoded[0]) => {
-                carry = fps;
+        let first = added.len();
+        added.encode(&fps, code, code_id, block_size)?;
+        match added.len() - first {
+            1 if j < n && !absorbing && underfull(added.block(first)) => {
+                added.truncate(first);
+                carry = fps.into_owned();
                 continue;
             }
-            len if len >= 2 && underfull(&encoded[len - 1]) => {
-                let last_two: usize = encoded[len - 2..]
-                    .iter()
-                    .map(|b| usize::from(crate::table::header_count(b)))
+            len if len >= 2 && underfull(added.block(first + len - 1)) => {
+                let last_two: usize = (first + len - 2..first + len)
+                    .map(|i| usize::from(crate::table::header_count(added.block(i))))
                     .sum();
                 let (a, b) = fps[fps.len() - last_two..].split_at(last_two / 2);
-                encoded.truncate(len - 2);
-                encoded.extend(encode(a)?);
-                encoded.extend(encode(b)?);
+                added.truncate(first + len - 2);
+                added.encode(a, code, code_id, block_size)?;
+                added.encode(b, code, code_id, block_size)?;
             }
             _ => {}
         }
         let mut offset = 0;
-        for bytes in encoded {
-            let key_at = offset;
-            let key = fps[key_at];
-            let count = crate::table::header_count(&bytes);
+        for i in first..added.len() {
+            let bytes = added.block(i);
+            let key = added.keys[i];
+            let count = crate::table::header_count(bytes);
+            let values = &fps[offset..offset + usize::from(count)];
             offset += usize::from(count);
-            observe(key, &fps[key_at..key_at + usize::from(count)])?;
+            observe(key, values)?;
             keys.push(key);
             blocks.push(Slot {
                 // Packed from the values just encoded. A table on disk
@@ -225,7 +267,6 @@ pub fn merge_observed(
                 // `added` before the new state is used, and blocks read
                 // back from disk are checked on every read.
                 held: if old.storage.memory {
-                    let values = &fps[key_at..key_at + usize::from(count)];
                     std::sync::OnceLock::from(Held::Packed(Packed::new(values)))
                 } else {
                     std::sync::OnceLock::new()
@@ -233,7 +274,6 @@ pub fn merge_observed(
                 len: bytes.len() as u32,
                 count,
             });
-            added.push(key, &bytes);
         }
     }
     let state = TableState::from_slots(old.number, keys, blocks, codes, old.storage.clone());
@@ -307,13 +347,13 @@ fn union(a: &[usize], b: &[usize]) -> Vec<usize> {
 }
 
 /// `carry` followed by `more`, leaving `carry` empty.
-fn take_joined(carry: &mut Vec<u64>, more: Vec<u64>) -> Vec<u64> {
+fn take_joined<'a>(carry: &mut Vec<u64>, more: Cow<'a, [u64]>) -> Cow<'a, [u64]> {
     if carry.is_empty() {
         return more;
     }
     let mut v = std::mem::take(carry);
     v.extend_from_slice(&more);
-    v
+    Cow::Owned(v)
 }
 
 /// The part of sorted `values` within `lo..=hi`.
