@@ -138,18 +138,7 @@ mod tests {
     /// to judge.
     #[test]
     fn lines_reach_the_parser_without_their_ends() {
-        let input = b"a\r\n\nb c\n\xff\r\r\nlast".to_vec();
-        let mut seen = Vec::new();
-        for_each_line(
-            std::io::Cursor::new(input),
-            std::time::Duration::ZERO,
-            |s| Ok(Some(s.to_vec())),
-            |line, text, _| {
-                seen.push((line, text.unwrap()));
-                Ok(())
-            },
-        )
-        .unwrap_or_else(|_| panic!("reading failed"));
+        let seen = numbered_lines(b"a\r\n\nb c\n\xff\r\r\nlast".to_vec());
         let want: Vec<(usize, Vec<u8>)> = vec![
             (1, b"a".to_vec()),
             (2, b"".to_vec()),
@@ -170,9 +159,9 @@ mod tests {
     }
 
     /// Input read in bulk (many blocks, lines of every length up to
-    /// several blocks) reaches the sink whole
-    /// and in order, numbered from 1; a malformed line far in is reported
-    /// with its own number after every line before it.
+    /// several blocks) reaches the sink whole and in order, numbered from
+    /// 1; a malformed line far in is reported with its own number after
+    /// every line before it.
     #[test]
     fn bulk_input_arrives_in_order() {
         let mut rng = simstore_test_rng(7);
@@ -189,25 +178,15 @@ mod tests {
             input.push(b'\n');
             want.push(text);
         }
-        let mut seen = Vec::new();
-        for_each_line(
-            std::io::Cursor::new(input),
-            std::time::Duration::ZERO,
-            |s| Ok(Some(s.to_vec())),
-            |line, text, _| {
-                assert_eq!(line, seen.len() + 1);
-                seen.push(text.unwrap());
-                Ok(())
-            },
-        )
-        .unwrap_or_else(|_| panic!("reading failed"));
+        let want: Vec<(usize, Vec<u8>)> = (1..).zip(want).collect();
+        let seen = numbered_lines(input);
         assert!(seen == want, "lines lost, changed or out of order");
 
         // The same input with line 45,678 malformed.
         let bad = 45_678;
         let mut input = Vec::new();
-        for (i, text) in want.iter().enumerate() {
-            input.extend_from_slice(if i + 1 == bad { b"#bad" } else { text });
+        for (line, text) in &want {
+            input.extend_from_slice(if *line == bad { b"#bad" } else { text });
             input.push(b'\n');
         }
         let mut lines_seen = 0;
@@ -225,6 +204,22 @@ mod tests {
         );
         assert!(matches!(error, Err(Failure::Input { line, .. }) if line == bad));
         assert_eq!(lines_seen, bad - 1);
+    }
+
+    /// Every line of `input` as the sink gets it, with its number.
+    fn numbered_lines(input: Vec<u8>) -> Vec<(usize, Vec<u8>)> {
+        let mut seen = Vec::new();
+        for_each_line(
+            std::io::Cursor::new(input),
+            std::time::Duration::ZERO,
+            |s| Ok(Some(s.to_vec())),
+            |line, text, _| {
+                seen.push((line, text.unwrap_or_default()));
+                Ok(())
+            },
+        )
+        .unwrap_or_else(|_| panic!("reading failed"));
+        seen
     }
 
     /// A small deterministic generator.
