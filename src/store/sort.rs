@@ -122,13 +122,17 @@ fn sorted_pairs_on<E: super::Entry>(pairs: &[E], threads: usize) -> Vec<(u64, u6
             .iter()
             .filter_map(|e| e.id().map(|id| (e.fingerprint(), id)))
     };
-    let n = with_ids().count();
-    if n < RADIX_MIN {
+    let sorted = || {
         let mut out: Vec<(u64, u64)> = with_ids().collect();
         out.sort_unstable();
-        return out;
+        out
+    };
+    if pairs.len() < RADIX_MIN {
+        return sorted();
     }
-    let log = usize::BITS - 1 - n.leading_zeros();
+    // Buckets sized for the whole input (the pairs with ids are usually
+    // all of it); their count, below, comes from the same pass.
+    let log = usize::BITS - 1 - pairs.len().leading_zeros();
     let bits = log.saturating_sub(14).clamp(8, 12);
     let shift = 64 - bits;
     let bucket = |fp: u64| (fp >> shift) as usize;
@@ -145,6 +149,10 @@ fn sorted_pairs_on<E: super::Entry>(pairs: &[E], threads: usize) -> Vec<(u64, u6
         }
         counts
     });
+    let n = counts.iter().flatten().sum();
+    if n < RADIX_MIN {
+        return sorted();
+    }
     let mut starts = vec![0usize; (1 << bits) + 1];
     for b in 0..1 << bits {
         starts[b + 1] = starts[b] + counts.iter().map(|c| c[b]).sum::<usize>();

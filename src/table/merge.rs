@@ -98,11 +98,7 @@ impl Added {
 
     /// The blocks `(key, bytes)`, in key order.
     pub fn iter(&self) -> impl Iterator<Item = (u64, &[u8])> + '_ {
-        let starts = std::iter::once(0).chain(self.ends.iter().copied());
-        self.keys
-            .iter()
-            .zip(starts.zip(&self.ends))
-            .map(|(&key, (start, &end))| (key, &self.bytes[start..end]))
+        (0..self.len()).map(|i| (self.keys[i], self.block(i)))
     }
 }
 
