@@ -12,12 +12,11 @@
 //!
 //! Both stores hold the same pairs, bulk loaded (in `--chunks` ranges of
 //! the fingerprint space), then closed and reopened as a server would
-//! open them; one query thread. For each
-//! budget (recall target) the run reports the probabilistic queries' rate
-//! and their recall relative to the exact answer (matches found over true
-//! matches within `k`), for all matches and first match, beside the exact
-//! queries of the default plan and of the one-table store (every header
-//! flip), and both stores' bytes.
+//! open them; one query thread. For each budget (recall target) the run
+//! reports the probabilistic queries' rate and their recall relative to
+//! the exact answer (matches found over true matches within `k`), for all
+//! matches and first match, beside the exact queries of the default plan
+//! and of the one-table store (every header flip), and both stores' bytes.
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -143,11 +142,12 @@ struct Built {
     rss: Option<u64>,
 }
 
-/// The process's resident bytes now (`VmRSS`), and at most (`VmHWM`).
+/// The process's resident bytes now (`VmRSS`).
 fn rss() -> Option<u64> {
     crate::grow::proc_field("/proc/self/status", "VmRSS:", 1024)
 }
 
+/// The most the process has had resident (`VmHWM`).
 fn peak_rss() -> Option<u64> {
     crate::grow::proc_field("/proc/self/status", "VmHWM:", 1024)
 }
