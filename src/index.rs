@@ -40,6 +40,8 @@ impl Directory {
             }
             *start = u32::try_from(at).unwrap_or(u32::MAX);
         }
+        // Read at random by every probe: in huge pages when large.
+        let starts = crate::pages::huge_vec(starts.into_vec()).into_boxed_slice();
         Self { starts, bits }
     }
 

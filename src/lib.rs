@@ -48,6 +48,8 @@ pub mod index;
 #[allow(dead_code, unused_imports)]
 pub(crate) mod index;
 pub mod join;
+#[cfg_attr(not(feature = "storage"), allow(dead_code))]
+mod pages;
 pub mod plan;
 #[cfg_attr(not(feature = "storage"), allow(dead_code))]
 mod simd;

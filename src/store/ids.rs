@@ -62,7 +62,9 @@ impl IdTable {
     /// once read when `memory`.
     pub fn lazy(blocks: usize, source: Arc<dyn IdSource>, memory: bool) -> Self {
         Self {
-            slots: (0..blocks).map(|_| OnceLock::new()).collect(),
+            // Read at random by every match's look-up: in huge pages
+            // when large (see `crate::pages`).
+            slots: crate::pages::huge_vec((0..blocks).map(|_| OnceLock::new()).collect()),
             source: Some(source),
             memory,
         }

@@ -3,7 +3,7 @@
 use std::sync::{Arc, OnceLock};
 
 use super::state::Storage;
-use super::{header_count, Codebook, Held, Packed, Slot, TableState};
+use super::{header_count, Chunks, Codebook, Held, Packed, Slot, TableState};
 use crate::codec::{BlockView, Code};
 
 /// Builds a table held in memory from its stored blocks, pushed in key
@@ -23,6 +23,8 @@ pub struct Loader {
     /// How many of `waiting` are in use.
     waiting_len: usize,
     scratch: [Vec<u64>; LOAD_LANES],
+    /// Where the decoded blocks are packed, in key order.
+    chunks: Chunks,
 }
 
 /// Blocks a [`Loader`] decodes together (see [`crate::codec::decode_many`]).
@@ -39,6 +41,7 @@ impl Loader {
             waiting: Vec::new(),
             waiting_len: 0,
             scratch: Default::default(),
+            chunks: Chunks::default(),
         }
     }
 
@@ -119,7 +122,7 @@ impl Loader {
         for (i, ok) in results.into_iter().enumerate().take(n) {
             let (slot, bytes) = &self.waiting[i];
             self.blocks[*slot].held = OnceLock::from(if ok {
-                Held::Packed(Packed::new(&self.scratch[i]))
+                Held::Packed(Packed::new_in(&self.scratch[i], &mut self.chunks))
             } else {
                 Held::Encoded {
                     bytes: Arc::from(&bytes[..]),

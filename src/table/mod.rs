@@ -2,6 +2,7 @@
 //! its compressed blocks and its codes. Pure: the store layer loads it from
 //! and persists it to RocksDB.
 
+mod chunks;
 mod codes;
 mod fill;
 mod filter;
@@ -16,6 +17,7 @@ mod tests;
 
 use std::sync::Arc;
 
+pub use chunks::Chunks;
 pub use codes::Codebook;
 pub use fill::{Filling, Piece};
 pub(crate) use filter::mix;

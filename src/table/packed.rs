@@ -20,9 +20,9 @@
 //! Huffman-delta stream it replaces in memory (42.5 bits at 10M
 //! fingerprints a table against 44.8).
 
-use std::sync::Arc;
-
 use zerocopy::IntoBytes;
+
+use super::chunks::{Chunks, Words};
 
 /// Blocks whose low parts are narrower than this have no signatures and
 /// are scanned value by value, high part and all: their low parts'
@@ -62,7 +62,7 @@ pub struct Packed {
     /// little-endian), then the low parts' remaining bits (little-endian
     /// bit order), then a spare word so every remainder can be read with
     /// one 8-byte load.
-    words: Arc<[u64]>,
+    words: Words,
 }
 
 /// A place in a [`Packed`]: value `index`, whose high part's bit is the
@@ -95,8 +95,23 @@ pub enum Scan {
 }
 
 impl Packed {
-    /// Packs `values`, which must be sorted (non-decreasing).
+    /// Packs `values`, which must be sorted (non-decreasing), on the heap.
     pub fn new(values: &[u64]) -> Self {
+        Self::pack(values, |len, fill| Words::heap(len, fill))
+    }
+
+    /// [`new`](Self::new), the words taken from `chunks` (a table's blocks
+    /// read in key order; see [`Chunks`]).
+    pub fn new_in(values: &[u64], chunks: &mut Chunks) -> Self {
+        Self::pack(values, |len, fill| chunks.words(len, fill))
+    }
+
+    /// Packs `values` into the words `alloc(len, fill)` makes: `len`
+    /// zeroed words, filled by `fill`.
+    fn pack(
+        values: &[u64],
+        alloc: impl FnOnce(usize, &mut dyn FnMut(&mut [u64])) -> Words,
+    ) -> Self {
         debug_assert!(values.windows(2).all(|w| w[0] <= w[1]));
         let n = values.len();
         let first = values.first().copied().unwrap_or(0);
@@ -120,43 +135,47 @@ impl Packed {
             (n * SIG_BYTES).div_ceil(8)
         };
         let rest_words = (n * rest_bits as usize).div_ceil(64);
-        // Collected straight into its shared allocation (no Vec to copy
-        // from), then filled in place: nothing else holds it yet.
-        let mut shared: Arc<[u64]> =
-            std::iter::repeat_n(0, upper_words + sig_words + rest_words + 1).collect();
-        let words = Arc::get_mut(&mut shared).unwrap_or_else(|| unreachable!());
-        // Remainder bits not yet written, the lowest first.
-        let (mut pending, mut filled, mut at) = (0u128, 0u32, upper_words + sig_words);
-        for (i, &v) in values.iter().enumerate() {
-            let offset = v - base;
-            let bit = (offset >> low_bits) as usize + i;
-            words[bit / 64] |= 1 << (bit % 64);
-            if sig_bits > 0 {
-                let sig = (offset & mask) >> rest_bits;
-                let bytes = words[upper_words..upper_words + sig_words].as_mut_bytes();
-                bytes[i * SIG_BYTES..(i + 1) * SIG_BYTES]
-                    .copy_from_slice(&sig.to_le_bytes()[..SIG_BYTES]);
+        let mut fill = |words: &mut [u64]| {
+            // Remainder bits not yet written, the lowest first.
+            let (mut pending, mut filled, mut at) = (0u128, 0u32, upper_words + sig_words);
+            for (i, &v) in values.iter().enumerate() {
+                let offset = v - base;
+                let bit = (offset >> low_bits) as usize + i;
+                words[bit / 64] |= 1 << (bit % 64);
+                if sig_bits > 0 {
+                    let sig = (offset & mask) >> rest_bits;
+                    let bytes = words[upper_words..upper_words + sig_words].as_mut_bytes();
+                    bytes[i * SIG_BYTES..(i + 1) * SIG_BYTES]
+                        .copy_from_slice(&sig.to_le_bytes()[..SIG_BYTES]);
+                }
+                pending |= u128::from(offset & rest_mask) << filled;
+                filled += rest_bits;
+                if filled >= 64 {
+                    words[at] = pending as u64;
+                    at += 1;
+                    pending >>= 64;
+                    filled -= 64;
+                }
             }
-            pending |= u128::from(offset & rest_mask) << filled;
-            filled += rest_bits;
-            if filled >= 64 {
+            if filled > 0 {
                 words[at] = pending as u64;
-                at += 1;
-                pending >>= 64;
-                filled -= 64;
             }
-        }
-        if filled > 0 {
-            words[at] = pending as u64;
-        }
+        };
+        let words = alloc(upper_words + sig_words + rest_words + 1, &mut fill);
         Self {
             first,
             count: n as u32,
             low_bits,
             upper_words: upper_words as u32,
             sig_words: sig_words as u32,
-            words: shared,
+            words,
         }
+    }
+
+    /// Whether the words are in a chunk (see [`Chunks`]).
+    #[cfg(test)]
+    pub(super) fn in_chunk(&self) -> bool {
+        self.words.in_chunk()
     }
 
     /// Number of values.
@@ -172,26 +191,36 @@ impl Packed {
 
     /// Bytes of memory the packed values take (beyond this struct).
     pub fn heap_bytes(&self) -> usize {
-        std::mem::size_of_val::<[u64]>(&self.words)
+        std::mem::size_of_val::<[u64]>(self.words())
+    }
+
+    /// All the words: the bit vector, the signatures, the remainders and
+    /// the spare word (their number as [`pack`](Self::pack) counts them).
+    #[inline(always)]
+    fn words(&self) -> &[u64] {
+        let rest_words = (self.count as usize * self.rest_bits() as usize).div_ceil(64);
+        let len = (self.upper_words + self.sig_words) as usize + rest_words + 1;
+        // SAFETY: `pack` made `words` with exactly `len` words.
+        unsafe { self.words.get(len) }
     }
 
     /// The high parts' bit vector.
     #[inline(always)]
     fn upper(&self) -> &[u64] {
-        &self.words[..self.upper_words as usize]
+        &self.words()[..self.upper_words as usize]
     }
 
     /// The signatures' bytes (three a value; none when there are none).
     #[inline(always)]
     fn sigs(&self) -> &[u8] {
         let from = self.upper_words as usize;
-        self.words[from..from + self.sig_words as usize].as_bytes()
+        self.words()[from..from + self.sig_words as usize].as_bytes()
     }
 
     /// The low parts' remaining bits, as bytes.
     #[inline(always)]
     fn rest(&self) -> &[u8] {
-        self.words[(self.upper_words + self.sig_words) as usize..].as_bytes()
+        self.words()[(self.upper_words + self.sig_words) as usize..].as_bytes()
     }
 
     /// Bits of each low part kept in `rest`.
@@ -909,6 +938,38 @@ mod tests {
         let packed = Packed::new(&values);
         let bits = packed.heap_bytes() * 8 / values.len();
         assert!((41..=45).contains(&bits), "{bits} bits a value");
+    }
+
+    /// Blocks packed into chunks (as a table read at open is) hold and
+    /// scan as those packed on the heap, beyond the chunks' first pages.
+    #[test]
+    fn blocks_in_chunks_read_as_on_the_heap() {
+        let mut chunks = Chunks::default();
+        let mut x = 9u64;
+        for block in 0..if cfg!(miri) { 4 } else { 3000 } {
+            let mut values: Vec<u64> = (0..183)
+                .map(|_| {
+                    x = x
+                        .wrapping_mul(6364136223846793005)
+                        .wrapping_add(1442695040888963407);
+                    x >> (block % 20)
+                })
+                .collect();
+            values.sort_unstable();
+            let heap = Packed::new(&values);
+            let chunked = Packed::new_in(&values, &mut chunks);
+            assert_eq!(all(&chunked), values, "block {block}");
+            assert_eq!(chunked.heap_bytes(), heap.heap_bytes());
+            let q = values[block % values.len()] ^ 0b1011;
+            let mut near = [Vec::new(), Vec::new()];
+            for (packed, out) in [&heap, &chunked].into_iter().zip(&mut near) {
+                packed.scan_near(Cursor::START, u64::MAX, q, 3, |v, d| {
+                    out.push((v, d));
+                    true
+                });
+            }
+            assert_eq!(near[0], near[1], "block {block}");
+        }
     }
 
     #[test]

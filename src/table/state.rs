@@ -127,11 +127,13 @@ impl TableState {
     ) -> Self {
         debug_assert_eq!(blocks.len(), keys.len());
         let fingerprints = blocks.iter().map(|b| u64::from(b.count)).sum();
+        // Read at random by every probe: in huge pages when large (see
+        // `crate::pages`).
         Self {
             number,
             directory: index::Directory::new(&keys),
-            keys,
-            blocks,
+            keys: crate::pages::huge_vec(keys),
+            blocks: crate::pages::huge_vec(blocks),
             codes,
             fingerprints,
             storage,

@@ -377,6 +377,43 @@ fn damaged_streams_are_answered_as_the_checked_decoder_does() {
 
 /// A block's slot stays within one cache line: a probe reads it with one
 /// miss (a wider packed form or slot would add a second).
+/// A table read whole (as at open) packs its blocks past the heap's share
+/// into chunks, and answers every probe as brute force.
+#[test]
+fn a_table_read_into_chunks_answers_as_brute_force() {
+    let fps = values(400_000, 13);
+    let (code, encoded, keys) = encoded(&fps);
+    let codes = Arc::new(Codebook::from_codes([(0, code)]));
+    let mut loader = Loader::new(0, Arc::clone(&codes));
+    for (key, bytes) in keys.iter().zip(&encoded) {
+        loader.push(*key, bytes);
+    }
+    let table = loader.finish();
+    let chunked = table
+        .blocks
+        .iter()
+        .filter(|b| matches!(b.held.get(), Some(Held::Packed(p)) if p.in_chunk()))
+        .count();
+    assert!(
+        3 * chunked > table.blocks.len(),
+        "{chunked} of {}",
+        table.blocks.len()
+    );
+    assert_eq!(scanned(&table, 0, u64::MAX), fps);
+    let mut x = 17u64;
+    for i in 0..2000 {
+        x = x.wrapping_mul(6364136223846793005).wrapping_add(1);
+        let lo = fps[(x >> 33) as usize % fps.len()].wrapping_sub((x >> 7) % 4);
+        let hi = lo.saturating_add([0u64, 1, 1 << 30, 1 << 44][i % 4]);
+        let expect: Vec<u64> = fps
+            .iter()
+            .copied()
+            .filter(|&v| v >= lo && v <= hi)
+            .collect();
+        assert_eq!(scanned(&table, lo, hi), expect, "probe {lo:x}..={hi:x}");
+    }
+}
+
 #[test]
 fn a_slot_fits_a_cache_line() {
     assert!(std::mem::size_of::<super::state::Slot>() <= 64);
