@@ -13,7 +13,8 @@
 pub(crate) const HUGE_PAGE: usize = 2 << 20;
 
 /// `v` moved into memory marked for huge pages (before it is written)
-/// when it spans at least one whole huge page; otherwise `v` itself.
+/// when it takes at least two huge pages (so at least one whole page lies
+/// within it, wherever it starts); otherwise `v` itself.
 pub(crate) fn huge_vec<T>(v: Vec<T>) -> Vec<T> {
     let bytes = std::mem::size_of_val::<[T]>(&v);
     if bytes < 2 * HUGE_PAGE || !ADVISES {
