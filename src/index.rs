@@ -32,17 +32,18 @@ impl Directory {
     /// 32: `2^bits + 1` entries of 4 bytes).
     pub fn with_bits(keys: &[u64], bits: u32) -> Self {
         debug_assert!(bits <= 32);
-        let mut starts = vec![0u32; (1usize << bits) + 1].into_boxed_slice();
         let mut at = 0usize;
-        for (b, start) in starts.iter_mut().enumerate() {
+        // Read at random by every probe: in huge pages when large.
+        let starts = crate::pages::collect((0..(1usize << bits) + 1).map(|b| {
             while at < keys.len() && bucket(keys[at], bits) < b {
                 at += 1;
             }
-            *start = u32::try_from(at).unwrap_or(u32::MAX);
+            u32::try_from(at).unwrap_or(u32::MAX)
+        }));
+        Self {
+            starts: starts.into_boxed_slice(),
+            bits,
         }
-        // Read at random by every probe: in huge pages when large.
-        let starts = crate::pages::huge_vec(starts.into_vec()).into_boxed_slice();
-        Self { starts, bits }
     }
 
     /// Bytes of memory the directory takes.

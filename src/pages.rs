@@ -12,18 +12,35 @@
 /// Bytes of a huge page (x86-64's and most arm64 kernels' 2 MiB).
 pub(crate) const HUGE_PAGE: usize = 2 << 20;
 
-/// `v` moved into memory marked for huge pages (before it is written)
-/// when it takes at least two huge pages (so at least one whole page lies
-/// within it, wherever it starts); otherwise `v` itself.
+/// An empty vector with room for `n` values, its memory marked for huge
+/// pages (before it is written) when it takes at least two huge pages (so
+/// at least one whole page lies within it, wherever it starts).
+pub(crate) fn with_capacity<T>(n: usize) -> Vec<T> {
+    let v: Vec<T> = Vec::with_capacity(n);
+    let bytes = n.saturating_mul(std::mem::size_of::<T>());
+    if ADVISES && bytes >= 2 * HUGE_PAGE {
+        advise(v.as_ptr().cast(), bytes);
+    }
+    v
+}
+
+/// The values of `values` collected as by [`with_capacity`] for as many
+/// values as the iterator says it has.
+pub(crate) fn collect<T>(values: impl ExactSizeIterator<Item = T>) -> Vec<T> {
+    let mut v = with_capacity(values.len());
+    v.extend(values);
+    v
+}
+
+/// `v` moved into memory marked for huge pages when large (as by
+/// [`with_capacity`]); otherwise `v` itself. For vectors whose length is
+/// not known before they are filled; the others are built in place by
+/// [`with_capacity`] or [`collect`].
 pub(crate) fn huge_vec<T>(v: Vec<T>) -> Vec<T> {
-    let bytes = std::mem::size_of_val::<[T]>(&v);
-    if bytes < 2 * HUGE_PAGE || !ADVISES {
+    if !ADVISES || std::mem::size_of_val::<[T]>(&v) < 2 * HUGE_PAGE {
         return v;
     }
-    let mut moved: Vec<T> = Vec::with_capacity(v.len());
-    advise(moved.as_ptr().cast(), bytes);
-    moved.extend(v);
-    moved
+    collect(v.into_iter())
 }
 
 /// Whether this build marks memory for huge pages.
@@ -123,6 +140,20 @@ pub(crate) unsafe fn unmap_huge(ptr: std::ptr::NonNull<u8>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn vectors_in_advised_memory_hold_what_was_put_in() {
+        let n = 3 * HUGE_PAGE / 8;
+        let mut v: Vec<u64> = with_capacity(n);
+        assert!(v.capacity() >= n);
+        v.extend(0..n as u64);
+        assert!(v.iter().enumerate().all(|(i, &x)| x == i as u64));
+        let c = collect((0..n as u32).map(|i| i * 3));
+        assert_eq!(c.len(), n);
+        assert!(c.iter().enumerate().all(|(i, &x)| x == i as u32 * 3));
+        assert_eq!(collect(["a", "b"].into_iter()), ["a", "b"]);
+        assert!(with_capacity::<u8>(0).is_empty());
+    }
 
     #[test]
     fn huge_vec_keeps_the_values_in_order() {

@@ -64,7 +64,7 @@ impl IdTable {
         Self {
             // Read at random by every match's look-up: in huge pages
             // when large (see `crate::pages`).
-            slots: crate::pages::huge_vec((0..blocks).map(|_| OnceLock::new()).collect()),
+            slots: crate::pages::collect((0..blocks).map(|_| OnceLock::new())),
             source: Some(source),
             memory,
         }

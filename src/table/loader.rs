@@ -135,10 +135,12 @@ impl Loader {
     /// The table.
     pub fn finish(mut self) -> TableState {
         self.decode_waiting();
+        // Read at random by every probe: in huge pages when large (see
+        // `crate::pages`); their number is known only now.
         TableState::from_slots(
             self.number,
-            self.keys,
-            self.blocks,
+            crate::pages::huge_vec(self.keys),
+            crate::pages::huge_vec(self.blocks),
             self.codes,
             Storage::memory(),
         )

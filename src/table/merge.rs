@@ -199,8 +199,16 @@ pub fn merge_observed(
     // with the block before it; a run that fits in one underfull block
     // absorbs the next block once. Neither cascades, so a small change
     // rewrites a bounded number of blocks.
-    let mut keys = Vec::with_capacity(n + runs.len());
-    let mut blocks: Vec<Slot> = Vec::with_capacity(n + runs.len());
+    // Read at random by every probe: in huge pages when large (see
+    // `crate::pages`), with room for the blocks the adds may need at the
+    // old table's mean count a block (or at 8 bytes a fingerprint).
+    let per_block = match n {
+        0 => (block_size / 8).max(1),
+        _ => (old.fingerprints / n as u64).max(1) as usize,
+    };
+    let room = n + runs.len() + adds.len().div_ceil(per_block);
+    let mut keys = crate::pages::with_capacity(room);
+    let mut blocks: Vec<Slot> = crate::pages::with_capacity(room);
     let mut removed = Vec::new();
     let mut added = Added::default();
     let mut carry: Vec<u64> = Vec::new();
@@ -271,6 +279,11 @@ pub fn merge_observed(
                 count,
             });
         }
+    }
+    if keys.capacity() > room {
+        // Grown past the room made: no longer in the advised memory.
+        keys = crate::pages::huge_vec(keys);
+        blocks = crate::pages::huge_vec(blocks);
     }
     let state = TableState::from_slots(old.number, keys, blocks, codes, old.storage.clone());
     Ok(MergeOutput {

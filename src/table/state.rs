@@ -77,15 +77,14 @@ impl TableState {
         codes: Arc<Codebook>,
         source: Arc<dyn BlockSource>,
     ) -> Self {
-        let keys = entries.iter().map(|e| e.key).collect();
-        let blocks = entries
-            .iter()
-            .map(|e| Slot {
-                held: OnceLock::new(),
-                len: u32::from(e.len),
-                count: e.count,
-            })
-            .collect();
+        // Read at random by every probe: in huge pages when large (see
+        // `crate::pages`).
+        let keys = crate::pages::collect(entries.iter().map(|e| e.key));
+        let blocks = crate::pages::collect(entries.iter().map(|e| Slot {
+            held: OnceLock::new(),
+            len: u32::from(e.len),
+            count: e.count,
+        }));
         let storage = Storage {
             source: Some(source),
             memory: true,
@@ -103,14 +102,11 @@ impl TableState {
         codes: Arc<Codebook>,
         source: Arc<dyn BlockSource>,
     ) -> Self {
-        let blocks = sizes
-            .into_iter()
-            .map(|(len, count)| Slot {
-                held: OnceLock::new(),
-                len,
-                count,
-            })
-            .collect();
+        let blocks = crate::pages::collect(sizes.into_iter().map(|(len, count)| Slot {
+            held: OnceLock::new(),
+            len,
+            count,
+        }));
         let storage = Storage {
             source: Some(source),
             memory: false,
@@ -118,6 +114,9 @@ impl TableState {
         Self::from_slots(number, keys, blocks, codes, storage)
     }
 
+    /// A table of `keys` and their `blocks`, both in key order. The
+    /// callers build large ones in memory marked for huge pages (see
+    /// `crate::pages`): every probe reads them at random.
     pub(super) fn from_slots(
         number: usize,
         keys: Vec<u64>,
@@ -127,13 +126,11 @@ impl TableState {
     ) -> Self {
         debug_assert_eq!(blocks.len(), keys.len());
         let fingerprints = blocks.iter().map(|b| u64::from(b.count)).sum();
-        // Read at random by every probe: in huge pages when large (see
-        // `crate::pages`).
         Self {
             number,
             directory: index::Directory::new(&keys),
-            keys: crate::pages::huge_vec(keys),
-            blocks: crate::pages::huge_vec(blocks),
+            keys,
+            blocks,
             codes,
             fingerprints,
             storage,
