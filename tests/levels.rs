@@ -284,7 +284,8 @@ fn max_pending_below_the_threshold_does_not_stall_writers() {
 }
 
 /// Writes made while a merge into level 0 runs (held after its snapshot,
-/// before its commit, which redoes the overlay's part they changed) are
+/// before its commit, which redoes the overlay's part they changed; and
+/// while it catches up with them and commits) are
 /// all kept, ids included: new fingerprints, new ids of fingerprints in
 /// level 0 and in the levels moving into it, pairs and whole fingerprints
 /// deleted from both, re-inserts; across reopen too.
@@ -372,6 +373,24 @@ fn writes_made_while_a_merge_into_level_0_runs_are_kept() {
             }
             assert!(!merge.is_finished(), "the merge waits for its release");
             pause.release();
+            // Writes go on while the merge catches up with those above
+            // and commits: new fingerprints, and ids of the ones it moves.
+            let mut i = 0;
+            while !merge.is_finished() || i < 50 {
+                let id = id();
+                let fp = if i % 2 == 0 {
+                    late[i % late.len()] ^ (1 << 63)
+                } else {
+                    small[i % small.len()]
+                };
+                model.insert(fp, Some(id));
+                store.insert(fp, id).unwrap();
+                if i % 5 == 0 {
+                    model.delete(fp, id);
+                    store.delete(fp, id).unwrap();
+                }
+                i += 1;
+            }
             merge.join().unwrap();
         });
         check_store(&store, &model, &qs);

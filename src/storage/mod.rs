@@ -177,6 +177,13 @@ fn options(create: bool) -> Result<(DbOptions, DbOptions, Cache)> {
     db.set_db_write_buffer_size(WRITE_BUFFER_BYTES);
     db.set_max_total_wal_size(MAX_WAL_BYTES);
     db.set_max_background_jobs(2);
+    // Two flush threads (and one compaction thread) instead of the one
+    // that two jobs give: a merge's commit flushes its tables' families
+    // and waits for it with writers held off, and behind a flush of a log
+    // family's full memtable (millions of keys to sort, seconds) that
+    // wait would last as long.
+    #[allow(deprecated)]
+    db.set_max_background_flushes(2);
     db.set_keep_log_file_num(4);
     // Vector memtables (see `log_family_options`) need memtable inserts
     // made one write at a time (RocksDB still takes concurrent writers;

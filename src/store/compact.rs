@@ -60,7 +60,9 @@ pub(crate) fn compact_due(shared: &Shared) -> Result<CompactionReport> {
         total.removed += report.removed;
         total.blocks_replaced += report.blocks_replaced;
         total.blocks_written += report.blocks_written;
-        if shared.health.stopping() {
+        // Writers held back by pending fingerprints run the merges that
+        // free them themselves, at their own priority (see `help_merge`).
+        if shared.health.stopping() || shared.locks.writers_held_back() {
             break;
         }
     }
@@ -71,6 +73,30 @@ pub(crate) fn compact_due(shared: &Shared) -> Result<CompactionReport> {
         super::memory::release_free_memory(shared);
     }
     Ok(total)
+}
+
+/// Runs the merges due into the levels above level 0 (those that take the
+/// pending fingerprints in) on the calling thread, if no other merge runs
+/// and until one into level 0 is next; whether it ran any. Called by
+/// writers held back by [`Options::max_pending`](super::Options::max_pending):
+/// the background compactor runs at a lower CPU priority, and behind
+/// RocksDB's flushes of a large commit it could take seconds to free them.
+pub(crate) fn help_merge(shared: &Shared) -> Result<bool> {
+    let Some(_one_at_a_time) = shared.locks.try_merging() else {
+        return Ok(false);
+    };
+    let mut ran = false;
+    for _ in 0..4 * super::levels::LEVELS {
+        shared.check_writable()?;
+        match shared.due_job() {
+            Some(job) if job.target != 0 => {
+                run(shared, &job)?;
+                ran = true;
+            }
+            _ => break,
+        }
+    }
+    Ok(ran)
 }
 
 /// What a job merges, read from one state.
@@ -472,6 +498,20 @@ pub(crate) fn prepare_ids(
     ids: &IdsInput<'_>,
     removes: &[u64],
 ) -> Result<Reconciled> {
+    with_reconcile(tables, outputs, ids, removes, |context| {
+        context.all(ids.overlay)
+    })
+}
+
+/// `f` of the overlay's reconciliation for the merge of level 0's table 0
+/// from `tables` into `outputs` (which must start with it).
+fn with_reconcile<T>(
+    tables: &[TableState],
+    outputs: &[(usize, Merged)],
+    ids: &IdsInput<'_>,
+    removes: &[u64],
+    f: impl FnOnce(&Reconcile<'_>) -> Result<T>,
+) -> Result<T> {
     let (Some(old0), Some((0, first))) = (tables.first(), outputs.first()) else {
         return Err(crate::Error::InvalidArgument(
             "id blocks are written with level 0's table 0".into(),
@@ -485,8 +525,55 @@ pub(crate) fn prepare_ids(
     };
     let folded = merged_ids.map_or(&[][..], |m| &m.folded[..]);
     let written = merged_ids.map_or(&none, |m| &m.blocks);
-    ids.reconcile(base, removes, folded, &first.out.state, written)
-        .all(ids.overlay)
+    f(&ids.reconcile(base, removes, folded, &first.out.state, written))
+}
+
+/// Fingerprints a catch-up reconciles under one hold of the state's read
+/// lock (writers wait for it meanwhile).
+const CATCH_UP_SLICE: usize = 16_384;
+
+/// A catch-up stops once a round finds fewer fingerprints written than
+/// this, or after [`CATCH_UP_ROUNDS`] rounds: the commit reconciles the
+/// rest under the commit lock.
+const CATCH_UP_LEFT: usize = 16_384;
+
+/// Rounds of a catch-up at most (writers faster than it would keep it
+/// going).
+const CATCH_UP_ROUNDS: usize = 8;
+
+/// Corrects `done` (from [`prepare_ids`]) for the writes made since the
+/// merge's snapshot, before the commit lock is taken: a merge into level
+/// 0 runs for seconds at scale, and the fingerprints written meanwhile
+/// (millions) would otherwise all be reconciled with writers held off.
+/// Each round takes what the journal recorded so far and reconciles it
+/// in slices, each against the state of the moment under its read lock;
+/// a fingerprint written again after its slice is in a later round's
+/// journal, or the commit's, and reconciled again (a reconciliation of a
+/// fingerprint replaces the one before).
+fn catch_up(
+    shared: &Shared,
+    tables: &[TableState],
+    outputs: &[(usize, Merged)],
+    ids: &IdsInput<'_>,
+    removes: &[u64],
+    done: &mut Reconciled,
+) -> Result<()> {
+    with_reconcile(tables, outputs, ids, removes, |context| {
+        for _ in 0..CATCH_UP_ROUNDS {
+            let Some(changed) = shared.locks.drain_journal() else {
+                return Ok(());
+            };
+            for slice in changed.chunks(CATCH_UP_SLICE) {
+                let state = shared.state.read();
+                let pending = |fp| state.pending.contains(&shared.plan, fp);
+                context.patch(done, &state.overlay, slice, pending)?;
+            }
+            if changed.len() < CATCH_UP_LEFT {
+                break;
+            }
+        }
+        Ok(())
+    })
 }
 
 /// Adds table 0's id block changes (`outputs` must start with level 0's
@@ -552,18 +639,8 @@ pub(crate) fn write_ids(
     };
     let ids_cf = db.family(keys::IDS_FAMILY)?;
     let per_key = reconciled.deletes.len() + reconciled.puts.len() + reconciled.fixes.len();
-    if rewrite_whole(reconciled.overlay.len(), per_key) {
-        // The overlay is the family's content after the merge: when it
-        // holds fewer pairs than the changes (a merge into level 0 folds
-        // most of it into id blocks), the family is emptied by one range
-        // delete and written again, fewer puts than there would be
-        // deletes of the pairs that moved.
-        batch.delete_all_cf(ids_cf, 16);
-        for (fp, entries) in reconciled.overlay.iter() {
-            for &(id, added) in entries {
-                batch.put_cf(ids_cf, keys::id_pair(fp, id), keys::id_mark(added));
-            }
-        }
+    if !reconciled.written_whole && rewrite_whole(reconciled.overlay.len(), per_key) {
+        put_whole(batch, ids_cf, &reconciled.overlay);
         return Ok((Arc::new(table), reconciled.overlay, new_pairs));
     }
     for (fp, id) in reconciled.deletes {
@@ -579,6 +656,50 @@ pub(crate) fn write_ids(
         }
     }
     Ok((Arc::new(table), reconciled.overlay, new_pairs))
+}
+
+/// The `ids` family emptied and written again with `overlay`, its content
+/// after a merge into level 0 (see [`rewrite_whole`]).
+fn put_whole(
+    batch: &mut crate::storage::Batch,
+    ids_cf: &crate::storage::Family,
+    overlay: &Overlay,
+) {
+    batch.delete_all_cf(ids_cf, 16);
+    // Put in key order: the family's memtable is a vector, sorted when it
+    // is flushed, and a sort of keys already in order reads them in order
+    // instead of at random (a merge into level 0 that ran for seconds puts
+    // back millions of pairs).
+    let mut staying: Vec<(u64, &[(u64, bool)])> = overlay.iter().collect();
+    staying.sort_unstable_by_key(|&(fp, _)| fp);
+    for (fp, entries) in staying {
+        for &(id, added) in entries {
+            batch.put_cf(ids_cf, keys::id_pair(fp, id), keys::id_mark(added));
+        }
+    }
+}
+
+/// When the overlay after a merge into level 0 (`done`, caught up with
+/// the writes made while it ran) holds fewer pairs than its changes to
+/// the `ids` family (most of the pairs moved into id blocks), empties the
+/// family and writes it again in `batch` before the commit lock is taken,
+/// leaving `done` only the corrections the commit adds (the family's keys
+/// put back are most of such a batch, millions of them at scale).
+fn write_ids_whole(
+    shared: &Shared,
+    batch: &mut crate::storage::Batch,
+    done: &mut Reconciled,
+) -> Result<()> {
+    let per_key = done.deletes.len() + done.puts.len() + done.fixes.len();
+    if !rewrite_whole(done.overlay.len(), per_key) {
+        return Ok(());
+    }
+    put_whole(batch, shared.db.family(keys::IDS_FAMILY)?, &done.overlay);
+    done.deletes.clear();
+    done.puts.clear();
+    done.fixes.clear();
+    done.written_whole = true;
+    Ok(())
 }
 
 /// Whether a family is better emptied by one range delete and written
@@ -674,6 +795,14 @@ fn commit(
     // writers are held off.
     let mut batch = tables_batch(&outputs);
     write_tables(shared, &mut batch, &mut outputs, &mut report)?;
+    let ids = match ids {
+        Some((ids, mut done)) => {
+            catch_up(shared, &g.tables, &outputs, ids, removes, &mut done)?;
+            write_ids_whole(shared, &mut batch, &mut done)?;
+            Some((ids, done))
+        }
+        None => None,
+    };
     let _leader = shared.locks.commit();
     shared.check_writable()?;
     shared.check_directory()?;

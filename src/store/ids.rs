@@ -628,6 +628,10 @@ pub(crate) struct Reconciled {
     pub deletes: Vec<(u64, u64)>,
     pub puts: Vec<(u64, u64, bool)>,
     pub fixes: Vec<(u64, u64, Option<bool>)>,
+    /// Whether the family's new content (the overlay as it was then) is
+    /// written already, after emptying it, so that only the `fixes` made
+    /// since are left to write (`deletes` and `puts` are then empty).
+    pub written_whole: bool,
 }
 
 /// Level 0's unpermuted table before a merge and its id blocks: where a
@@ -694,6 +698,7 @@ impl Reconcile<'_> {
             deletes: Vec::new(),
             puts: Vec::new(),
             fixes: Vec::new(),
+            written_whole: false,
         };
         let mut scratch = Vec::new();
         let mut roles = self.roles();
@@ -722,7 +727,8 @@ impl Reconcile<'_> {
     /// `pending` tells whether a fingerprint is pending now, and so in no
     /// level's tables: one the merge does not involve keeps its entries
     /// and keys as `now` has them, the common case (new fingerprints
-    /// written while a merge ran) and one with no key to correct.
+    /// written while a merge ran) and one with no key to correct (unless
+    /// `done` is [`written_whole`](Reconciled::written_whole)).
     pub fn patch(
         &self,
         done: &mut Reconciled,
@@ -734,8 +740,13 @@ impl Reconcile<'_> {
         let mut roles = self.roles();
         for &fp in changed {
             let roles = roles.of(fp);
-            // `done` wrote keys only for fingerprints the merge involves.
-            if !roles.involved() && (pending(fp) || !rewritten(self.new0, self.written, fp)) {
+            // `done` wrote keys only for fingerprints the merge involves,
+            // unless it wrote the family whole (which then empties the
+            // keys writers put since).
+            if !done.written_whole
+                && !roles.involved()
+                && (pending(fp) || !rewritten(self.new0, self.written, fp))
+            {
                 done.overlay.replace(fp, now.get(fp));
                 continue;
             }

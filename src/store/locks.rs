@@ -10,7 +10,7 @@
 //! request's turn under the write queue (queue, then turn). `ARCHITECTURE.md` lists the threads
 //! that take them.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::Instant;
 
 use parking_lot::{Mutex, MutexGuard};
@@ -18,10 +18,11 @@ use parking_lot::{Mutex, MutexGuard};
 use super::options::BUFFERED_SYNC_INTERVAL;
 
 /// The merge lock, the commit lock, the write generation, the journal of
-/// fingerprints written during a merge and the time of the last
-/// buffered-mode sync.
+/// fingerprints written during a merge, the time of the last
+/// buffered-mode sync and the count of writers held back.
 pub(crate) struct Locks {
     merging: Mutex<()>,
+    held_back: AtomicUsize,
     commit: Mutex<()>,
     generation: AtomicU64,
     journal: Mutex<Option<Vec<u64>>>,
@@ -32,6 +33,7 @@ impl Default for Locks {
     fn default() -> Self {
         Self {
             merging: Mutex::new(()),
+            held_back: AtomicUsize::new(0),
             commit: Mutex::new(()),
             generation: AtomicU64::new(0),
             journal: Mutex::new(None),
@@ -45,6 +47,23 @@ impl Locks {
     /// compaction, a bulk insert, the warming, `verify`. Taken first.
     pub fn merging(&self) -> MutexGuard<'_, ()> {
         self.merging.lock()
+    }
+
+    /// [`merging`](Self::merging), unless another thread holds it.
+    pub fn try_merging(&self) -> Option<MutexGuard<'_, ()>> {
+        self.merging.try_lock()
+    }
+
+    /// Counts a writer held back until merges take the pending
+    /// fingerprints down, until the guard is dropped.
+    pub fn hold_back(&self) -> HeldBack<'_> {
+        self.held_back.fetch_add(1, Ordering::AcqRel);
+        HeldBack(&self.held_back)
+    }
+
+    /// Whether some writer is held back (see [`hold_back`](Self::hold_back)).
+    pub fn writers_held_back(&self) -> bool {
+        self.held_back.load(Ordering::Acquire) > 0
     }
 
     /// The commit lock: its holder is the only writer of the database and
@@ -85,6 +104,15 @@ impl Locks {
         }
     }
 
+    /// What the journal recorded so far, increasing and distinct, leaving
+    /// it running and empty (`None` if it was not running).
+    pub fn drain_journal(&self) -> Option<Vec<u64>> {
+        let mut fps = std::mem::take(self.journal.lock().as_mut()?);
+        fps.sort_unstable();
+        fps.dedup();
+        Some(fps)
+    }
+
     /// Stops the journal and returns what it recorded, increasing and
     /// distinct (`None` if it was not running).
     pub fn take_journal(&self) -> Option<Vec<u64>> {
@@ -109,5 +137,14 @@ impl Locks {
     /// Records a sync done now.
     pub fn synced(&self) {
         *self.last_sync.lock() = Instant::now();
+    }
+}
+
+/// A writer held back (see [`Locks::hold_back`]).
+pub(crate) struct HeldBack<'a>(&'a AtomicUsize);
+
+impl Drop for HeldBack<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
     }
 }

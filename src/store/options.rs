@@ -184,8 +184,10 @@ impl Options {
     /// has taken them below it, so memory for pending fingerprints and the
     /// work left to a reopen after a crash stay bounded when writers
     /// outrun the merges. Writes wait only while a merge is needed to go
-    /// on: merges into the small levels take seconds at most, but one into
-    /// level 0 rewrites it, and pending fingerprints gather meanwhile. No
+    /// on: merges into the small levels take seconds at most (a writer
+    /// held back runs them itself, at its own CPU priority, when no other
+    /// merge runs), but one into level 0 rewrites it, and pending
+    /// fingerprints gather meanwhile. No
     /// effect with [`manual_compaction`](Self::manual_compaction); never
     /// below the merge threshold.
     pub fn max_pending(mut self, n: usize) -> Self {

@@ -213,16 +213,27 @@ impl Shared {
             return;
         }
         let limit = self.max_pending();
-        let mut woke = false;
+        if self.state.read().pending.len() < limit {
+            return;
+        }
+        let _held_back = self.locks.hold_back();
         while self.state.read().pending.len() >= limit {
             // A failing compactor would never free the writers: its error
             // goes to them instead (see `Health`).
             if self.health.stopping() || self.health.last_failure().is_some() {
                 return;
             }
-            if !woke {
-                self.compactor.wake();
-                woke = true;
+            // The merges that free writers are run by one of them when no
+            // other merge runs (see `compact::help_merge`); the compactor
+            // is asked for the others.
+            match super::compact::help_merge(self) {
+                Ok(true) => continue,
+                Ok(false) => self.compactor.wake(),
+                Err(e) => {
+                    self.health
+                        .background_failed("merge of pending fingerprints", e);
+                    return;
+                }
             }
             std::thread::sleep(std::time::Duration::from_millis(2));
         }

@@ -86,6 +86,23 @@ impl State {
         Ok(None)
     }
 
+    /// Asks the processor for what [`level_of`](Self::level_of) reads
+    /// first for `fp` (each level's membership filter), so that the
+    /// look-ups of several fingerprints overlap.
+    #[inline]
+    pub fn prefetch_level_of(&self, plan: &Plan, fp: u64) {
+        let Some(spec) = plan.tables().first() else {
+            return;
+        };
+        let x = spec.permutation.apply(fp);
+        for l in 0..self.levels() {
+            let table = self.level(l);
+            if table.fingerprints() > 0 {
+                table.prefetch_contains(x);
+            }
+        }
+    }
+
     /// Whether `fp` is in the compressed tables of any level (tombstoned
     /// or not).
     pub fn in_tables(&self, plan: &Plan, fp: u64) -> Result<bool> {

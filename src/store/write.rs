@@ -317,7 +317,16 @@ impl Staged {
     /// cache, and the maps staged here grow at their end.
     fn prefetch(&mut self, shared: &Shared, fps: &[u64], with_ids: &[u64]) -> Result<()> {
         let state = shared.state.read();
-        for &fp in fps {
+        // The levels' filters of the fingerprints a few places on are
+        // asked for ahead, so that their cache misses overlap.
+        const AHEAD: usize = 8;
+        for &fp in fps.iter().take(AHEAD) {
+            state.prefetch_level_of(&shared.plan, fp);
+        }
+        for (i, &fp) in fps.iter().enumerate() {
+            if let Some(&next) = fps.get(i + AHEAD) {
+                state.prefetch_level_of(&shared.plan, next);
+            }
             let p = read_placement(shared, &state, fp)?;
             self.fps.insert(fp, (p, p));
         }

@@ -61,11 +61,18 @@ impl Filter {
     pub fn insert_all(&mut self, values: &[u64]) {
         for (i, &value) in values.iter().enumerate() {
             if let Some(&next) = values.get(i + AHEAD) {
-                let (block, _) = self.place(next);
-                crate::simd::prefetch(&self.words[block..block + BLOCK_WORDS]);
+                self.prefetch(next);
             }
             self.insert(value);
         }
+    }
+
+    /// Asks the processor for the words [`may_contain`](Self::may_contain)
+    /// reads for `value`, so that the look-ups of several values overlap.
+    #[inline]
+    pub fn prefetch(&self, value: u64) {
+        let (block, _) = self.place(value);
+        crate::simd::prefetch(&self.words[block..block + BLOCK_WORDS]);
     }
 
     /// Whether `value` may be one of the values: always when it is, and

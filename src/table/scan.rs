@@ -256,6 +256,16 @@ impl TableState {
         }
     }
 
+    /// Asks the processor for what [`contains`](Self::contains) reads
+    /// first for `permuted` (its membership filter's words), so that the
+    /// look-ups of several fingerprints overlap.
+    #[inline]
+    pub fn prefetch_contains(&self, permuted: u64) {
+        if let Some(filter) = &self.filter {
+            filter.prefetch(permuted);
+        }
+    }
+
     /// Whether the table holds this permuted fingerprint.
     pub fn contains(&self, permuted: u64) -> Result<bool> {
         if self
