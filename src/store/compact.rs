@@ -638,8 +638,7 @@ pub(crate) fn write_ids(
         _ => context.all(&state.overlay)?,
     };
     let ids_cf = db.family(keys::IDS_FAMILY)?;
-    let per_key = reconciled.deletes.len() + reconciled.puts.len() + reconciled.fixes.len();
-    if !reconciled.written_whole && rewrite_whole(reconciled.overlay.len(), per_key) {
+    if !reconciled.written_whole && ids_better_whole(&reconciled) {
         put_whole(batch, ids_cf, &reconciled.overlay);
         return Ok((Arc::new(table), reconciled.overlay, new_pairs));
     }
@@ -690,8 +689,7 @@ fn write_ids_whole(
     batch: &mut crate::storage::Batch,
     done: &mut Reconciled,
 ) -> Result<()> {
-    let per_key = done.deletes.len() + done.puts.len() + done.fixes.len();
-    if !rewrite_whole(done.overlay.len(), per_key) {
+    if !ids_better_whole(done) {
         return Ok(());
     }
     put_whole(batch, shared.db.family(keys::IDS_FAMILY)?, &done.overlay);
@@ -700,6 +698,13 @@ fn write_ids_whole(
     done.fixes.clear();
     done.written_whole = true;
     Ok(())
+}
+
+/// Whether the `ids` family is better written whole after the merge
+/// `reconciled` describes than changed key by key (see [`rewrite_whole`]).
+fn ids_better_whole(reconciled: &Reconciled) -> bool {
+    let per_key = reconciled.deletes.len() + reconciled.puts.len() + reconciled.fixes.len();
+    rewrite_whole(reconciled.overlay.len(), per_key)
 }
 
 /// Whether a family is better emptied by one range delete and written
