@@ -110,8 +110,15 @@ pub(crate) fn insert_bulk<E: super::Entry>(shared: &Shared, pairs: &[E]) -> Resu
     for family in [keys::PENDING_FAMILY, keys::TOMBSTONES_FAMILY] {
         batch.delete_all_cf(db.family(family)?, 8);
     }
-    let (id_table, overlay, new_ids) =
-        write_ids(shared, &mut batch, &mut outputs, &ids_input, &removes, None)?;
+    let (id_table, overlay, new_ids) = write_ids(
+        shared,
+        &mut batch,
+        &mut outputs,
+        &ids_input,
+        &removes,
+        None,
+        None,
+    )?;
     shared.put_counters(
         &mut batch,
         &records::Counters {

@@ -10,7 +10,7 @@
 use std::sync::Arc;
 
 use super::files::{self, Merged, MergedIds};
-use super::ids::{self, Base, IdBuilder, IdTable, Overlay, Reconcile, Reconciled, Truth};
+use super::ids::{self, Base, IdBuilder, IdTable, Overlay, Reconcile, Reconciled, Truth, Walk};
 use super::levels::Job;
 use super::pending::Pending;
 use super::shared::Shared;
@@ -76,18 +76,24 @@ pub(crate) fn compact_due(shared: &Shared) -> Result<CompactionReport> {
 }
 
 /// Runs the merges due into the levels above level 0 (those that take the
-/// pending fingerprints in) on the calling thread, if no other merge runs
-/// and until one into level 0 is next; whether it ran any. Called by
-/// writers held back by [`Options::max_pending`](super::Options::max_pending):
-/// the background compactor runs at a lower CPU priority, and behind
-/// RocksDB's flushes of a large commit it could take seconds to free them.
-pub(crate) fn help_merge(shared: &Shared) -> Result<bool> {
+/// pending fingerprints in) on the calling thread, if no other merge runs,
+/// until fewer than `limit` fingerprints are pending or one into level 0
+/// is next; whether it ran any. Called by writers held back by
+/// [`Options::max_pending`](super::Options::max_pending): the background
+/// compactor runs at a lower CPU priority, and behind RocksDB's flushes of
+/// a large commit it could take seconds to free them. Merges the writers
+/// do not wait for (the top into a run, once the pending ones are in it)
+/// are left to the compactor.
+pub(crate) fn help_merge(shared: &Shared, limit: usize) -> Result<bool> {
     let Some(_one_at_a_time) = shared.locks.try_merging() else {
         return Ok(false);
     };
     let mut ran = false;
     for _ in 0..4 * super::levels::LEVELS {
         shared.check_writable()?;
+        if shared.state.read().pending.len() < limit {
+            break;
+        }
         match shared.due_job() {
             Some(job) if job.target != 0 => {
                 run(shared, &job)?;
@@ -129,11 +135,11 @@ fn gather(shared: &Shared, job: &Job) -> Result<Gathered> {
         let mut tombstones: Vec<u64> = state.tombstones.iter().copied().collect();
         tombstones.sort_unstable();
         let with_ids = job.target == 0;
-        if with_ids {
-            // Writes from here on are redone by the commit (see
-            // `write_ids`); the overlay below is their starting point.
-            shared.locks.start_journal();
-        }
+        // The fingerprints written from here on are the only ones whose
+        // placement the commit has to read again (see `commit`); a merge
+        // into level 0 also redoes their ids (see `write_ids`), from the
+        // overlay below.
+        shared.locks.start_journal();
         (
             Arc::clone(&state.tables),
             state.per_level,
@@ -549,7 +555,8 @@ const CATCH_UP_ROUNDS: usize = 8;
 /// in slices, each against the state of the moment under its read lock;
 /// a fingerprint written again after its slice is in a later round's
 /// journal, or the commit's, and reconciled again (a reconciliation of a
-/// fingerprint replaces the one before).
+/// fingerprint replaces the one before). When `done` was written whole,
+/// each round's corrections go to `batch` at once.
 fn catch_up(
     shared: &Shared,
     tables: &[TableState],
@@ -557,7 +564,9 @@ fn catch_up(
     ids: &IdsInput<'_>,
     removes: &[u64],
     done: &mut Reconciled,
+    batch: &mut crate::storage::Batch,
 ) -> Result<()> {
+    let ids_cf = shared.db.family(keys::IDS_FAMILY)?;
     with_reconcile(tables, outputs, ids, removes, |context| {
         for _ in 0..CATCH_UP_ROUNDS {
             let Some(changed) = shared.locks.drain_journal() else {
@@ -568,6 +577,11 @@ fn catch_up(
                 let pending = |fp| state.pending.contains(&shared.plan, fp);
                 context.patch(done, &state.overlay, slice, pending)?;
             }
+            // Written whole already: the batch takes the corrections now
+            // (after the family's keys, which they override).
+            if done.written_whole {
+                write_fixes(batch, ids_cf, done.fixes.drain(..));
+            }
             if changed.len() < CATCH_UP_LEFT {
                 break;
             }
@@ -576,22 +590,37 @@ fn catch_up(
     })
 }
 
+/// The id table after the merge `g` into level 0 made `outputs` (which
+/// must start with level 0's table 0).
+fn rebuilt_id_table(g: &Gathered, outputs: &[(usize, Merged)]) -> Result<IdTable> {
+    let (Some(old0), Some((0, first))) = (g.tables.first(), outputs.first()) else {
+        return Err(crate::Error::InvalidArgument(
+            "id blocks are written with level 0's table 0".into(),
+        ));
+    };
+    let none = crate::table::Added::default();
+    let written = first.ids.as_ref().map_or(&none, |m| &m.blocks);
+    g.id_table.rebuilt(old0, &first.out.state, written)
+}
+
 /// Adds table 0's id block changes (`outputs` must start with level 0's
 /// table 0: deletes of its replaced blocks' keys,
 /// the new blocks' id blocks) and the overlay's reconciliation (see
 /// [`ids::Reconcile`]) to `batch`, under the commit lock; returns the id
 /// table and overlay to swap in with the tables, and the pairs the new
-/// id blocks hold that were not stored before. With `prepared` (from
-/// [`prepare_ids`]) and the journal of the writes made since the merge's
-/// snapshot, only the fingerprints those writes changed are reconciled
-/// here.
+/// id blocks hold that were not stored before. With `prepared` (the
+/// reconciliation from [`prepare_ids`] and the id table rebuilt for the
+/// merge) and the `journal` of the writes made since it was caught up
+/// (see [`catch_up`]), only the fingerprints those writes changed are
+/// reconciled here.
 pub(crate) fn write_ids(
     shared: &Shared,
     batch: &mut crate::storage::Batch,
     outputs: &mut [(usize, Merged)],
     ids: &IdsInput<'_>,
     removes: &[u64],
-    prepared: Option<Reconciled>,
+    prepared: Option<(Reconciled, IdTable)>,
+    journal: Option<&[u64]>,
 ) -> Result<(Arc<IdTable>, Overlay, u64)> {
     let db = &shared.db;
     let Some((0, first)) = outputs.first_mut() else {
@@ -621,18 +650,21 @@ pub(crate) fn write_ids(
         .tables
         .first()
         .ok_or_else(|| crate::Error::InvalidArgument("a store has at least one table".into()))?;
-    let table = state.id_table.rebuilt(old0, new0, &written)?;
+    let (prepared, table) = match prepared {
+        Some((done, table)) => (Some(done), table),
+        None => (None, state.id_table.rebuilt(old0, new0, &written)?),
+    };
     let base = Base {
         table: old0,
         ids: &state.id_table,
     };
     let context = ids.reconcile(base, removes, &folded, new0, &written);
-    // The journal holds every fingerprint written since the snapshot: no
-    // write commits while the commit lock is held.
-    let reconciled = match (prepared, shared.locks.take_journal()) {
+    // The journal holds every fingerprint written since the snapshot, or
+    // since the catch-up's last round.
+    let reconciled = match (prepared, journal) {
         (Some(mut done), Some(changed)) => {
             let pending = |fp| state.pending.contains(&shared.plan, fp);
-            context.patch(&mut done, &state.overlay, &changed, pending)?;
+            context.patch(&mut done, &state.overlay, changed, pending)?;
             done
         }
         _ => context.all(&state.overlay)?,
@@ -648,13 +680,23 @@ pub(crate) fn write_ids(
     for (fp, id, added) in reconciled.puts {
         batch.put_cf(ids_cf, keys::id_pair(fp, id), keys::id_mark(added));
     }
-    for (fp, id, mark) in reconciled.fixes {
+    write_fixes(batch, ids_cf, reconciled.fixes);
+    Ok((Arc::new(table), reconciled.overlay, new_pairs))
+}
+
+/// Adds a reconciliation's `fixes` (see [`Reconcile::patch`]) to `batch`,
+/// in order.
+fn write_fixes(
+    batch: &mut crate::storage::Batch,
+    ids_cf: &crate::storage::Family,
+    fixes: impl IntoIterator<Item = (u64, u64, Option<bool>)>,
+) {
+    for (fp, id, mark) in fixes {
         match mark {
             Some(added) => batch.put_cf(ids_cf, keys::id_pair(fp, id), keys::id_mark(added)),
             None => batch.delete_cf(ids_cf, keys::id_pair(fp, id)),
         }
     }
-    Ok((Arc::new(table), reconciled.overlay, new_pairs))
 }
 
 /// The `ids` family emptied and written again with `overlay`, its content
@@ -682,22 +724,23 @@ fn put_whole(
 /// the writes made while it ran) holds fewer pairs than its changes to
 /// the `ids` family (most of the pairs moved into id blocks), empties the
 /// family and writes it again in `batch` before the commit lock is taken,
-/// leaving `done` only the corrections the commit adds (the family's keys
-/// put back are most of such a batch, millions of them at scale).
+/// leaving `done` only the corrections for the writes made since, which
+/// [`catch_up`] and the commit add after it (the family's keys put back
+/// are most of such a batch, millions of them at scale); whether it did.
 fn write_ids_whole(
     shared: &Shared,
     batch: &mut crate::storage::Batch,
     done: &mut Reconciled,
-) -> Result<()> {
+) -> Result<bool> {
     if !ids_better_whole(done) {
-        return Ok(());
+        return Ok(false);
     }
     put_whole(batch, shared.db.family(keys::IDS_FAMILY)?, &done.overlay);
     done.deletes.clear();
     done.puts.clear();
     done.fixes.clear();
     done.written_whole = true;
-    Ok(())
+    Ok(true)
 }
 
 /// Whether the `ids` family is better written whole after the merge
@@ -746,9 +789,8 @@ fn write_pending(
         .map(|&(x, _)| x)
         .collect();
     // A joining fingerprint is not pending now: no key is put twice.
-    let staying = now()
-        .into_iter()
-        .filter(|x| leaving.binary_search(x).is_err());
+    let mut left = Walk::new(&leaving);
+    let staying = now().into_iter().filter(|&x| !left.has(x, |&f| f));
     let joining = changes.iter().filter(|&&(_, join)| join).map(|&(x, _)| x);
     for x in staying.chain(joining) {
         batch.put_cf(family, keys::fingerprint(x), []);
@@ -800,25 +842,48 @@ fn commit(
     // writers are held off.
     let mut batch = tables_batch(&outputs);
     write_tables(shared, &mut batch, &mut outputs, &mut report)?;
+    let caught_up = ids.is_some();
     let ids = match ids {
         Some((ids, mut done)) => {
-            catch_up(shared, &g.tables, &outputs, ids, removes, &mut done)?;
-            write_ids_whole(shared, &mut batch, &mut done)?;
-            Some((ids, done))
+            catch_up(
+                shared, &g.tables, &outputs, ids, removes, &mut done, &mut batch,
+            )?;
+            if write_ids_whole(shared, &mut batch, &mut done)? {
+                // Putting the family's keys back takes seconds at scale:
+                // the writes made meanwhile are caught up with as well
+                // (their corrections go to the batch after the keys).
+                catch_up(
+                    shared, &g.tables, &outputs, ids, removes, &mut done, &mut batch,
+                )?;
+            }
+            // Only merges change level 0 and its id table (this one holds
+            // the merge lock): rebuilt before writers are held off.
+            let table = rebuilt_id_table(g, &outputs)?;
+            Some((ids, done, table))
         }
         None => None,
     };
+    // Fingerprints whose placement the merge changes (see below), and the
+    // pending ones among them under each table's permutation.
+    let mut touched: Vec<u64> = g.pending.iter().chain(&g.removes).copied().collect();
+    touched.sort_unstable();
+    touched.dedup();
+    let merged = Pending::permuted(plan, &g.pending);
     let _leader = shared.locks.commit();
+    // Every fingerprint written since the merge's snapshot: no write
+    // commits while the commit lock is held.
+    let journal = shared.locks.take_journal();
     shared.check_writable()?;
     shared.check_directory()?;
     let id_parts = match ids {
-        Some((ids, prepared)) => Some(write_ids(
+        Some((ids, prepared, table)) => Some(write_ids(
             shared,
             &mut batch,
             &mut outputs,
             ids,
             removes,
-            Some(prepared),
+            Some((prepared, table)),
+            journal.as_deref(),
         )?),
         None => None,
     };
@@ -863,16 +928,25 @@ fn commit(
     // meanwhile is lost or resurrected. Fingerprints moved from a source
     // level stay in the tables: a tombstone written meanwhile names them
     // in their new level.
-    let mut touched: Vec<u64> = g.pending.iter().chain(removes).copied().collect();
-    touched.sort_unstable();
-    touched.dedup();
     let mut fixes = Vec::new();
     {
         let state = shared.state.read();
         let mut pending_changes = Vec::new();
+        // Walked in increasing order beside `touched`: a fingerprint not
+        // written since the snapshot is pending exactly when it was then.
+        // (A merge into level 0 drained the journal as it caught up with
+        // the writes, which leaves it only the last: every placement is
+        // read again.)
+        let (mut was_pending, mut in_removes) = (Walk::new(&g.pending), Walk::new(removes));
+        let mut written = journal.as_deref().filter(|_| !caught_up).map(Walk::new);
         for &x in &touched {
-            let was_in_tables = removes.binary_search(&x).is_ok();
-            let pending = state.pending.contains(plan, x);
+            let was_in_tables = in_removes.has(x, |&f| f);
+            let unchanged = written.as_mut().is_some_and(|w| !w.has(x, |&f| f));
+            let pending = if unchanged {
+                was_pending.has(x, |&f| f)
+            } else {
+                state.pending.contains(plan, x)
+            };
             let tombstoned = state.tombstones.contains(&x);
             let live = pending || (was_in_tables && !tombstoned);
             let in_new = g.pending.binary_search(&x).is_ok();
@@ -921,13 +995,10 @@ fn commit(
             state.id_table = id_table;
             state.overlay = overlay;
         }
-        // In increasing order, as `touched` is.
-        let merged: Vec<u64> = fixes
-            .iter()
-            .filter(|&&(_, pending, want_pending, ..)| pending && !want_pending)
-            .map(|&(x, ..)| x)
-            .collect();
-        state.pending.remove_sorted(plan, &merged);
+        // Every fingerprint that leaves the pending set is one the merge
+        // took in (a tombstoned one that is pending again stays), and the
+        // rest of those are not pending any more.
+        state.pending.remove_permuted(&merged);
         for (x, pending, want_pending, tombstoned, want_tomb) in fixes {
             if want_pending && !pending {
                 state.pending.insert(plan, x);

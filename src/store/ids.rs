@@ -891,18 +891,18 @@ impl Roles {
 
 /// A walk over a list sorted by fingerprint, cheapest when asked about
 /// increasing fingerprints.
-struct Walk<'a, T> {
+pub(crate) struct Walk<'a, T> {
     items: &'a [T],
     at: usize,
 }
 
 impl<'a, T> Walk<'a, T> {
-    fn new(items: &'a [T]) -> Self {
+    pub fn new(items: &'a [T]) -> Self {
         Self { items, at: 0 }
     }
 
     /// Whether an item of fingerprint `fp` is listed.
-    fn has(&mut self, fp: u64, key: impl Fn(&T) -> u64) -> bool {
+    pub fn has(&mut self, fp: u64, key: impl Fn(&T) -> u64) -> bool {
         self.at = seek(self.items, self.at, fp, &key);
         self.items.get(self.at).is_some_and(|x| key(x) == fp)
     }

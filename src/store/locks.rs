@@ -85,10 +85,11 @@ impl Locks {
     }
 
     /// Starts the journal: from now on, until [`take_journal`], every
-    /// committed write group records the fingerprints it changed. A merge
-    /// into level 0 starts it (under the state's read lock, with the
-    /// snapshot it merges) so that its commit redoes, under the commit
-    /// lock, only the part of its work that those writes changed.
+    /// committed write group records the fingerprints it changed. Every
+    /// merge starts it (under the state's read lock, with the snapshot it
+    /// merges) so that its commit re-reads, under the commit lock, only
+    /// the placement of the fingerprints those writes changed, and a merge
+    /// into level 0 redoes only their ids.
     ///
     /// [`take_journal`]: Self::take_journal
     pub fn start_journal(&self) {

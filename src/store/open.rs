@@ -561,5 +561,6 @@ fn load(dir: &Path, db: Db, manifest: Manifest, options: &Options) -> Result<Sha
             .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, usize::from)),
         merge_bytes: Default::default(),
         filters_wanted: Default::default(),
+        physical_memory: super::options::physical_memory().unwrap_or(u64::MAX),
     })
 }

@@ -179,17 +179,23 @@ impl Options {
     }
 
     /// Pending fingerprints at which writes wait for the background
-    /// compactor (default: 64 times the merge threshold, 4,194,304 by
-    /// default): a write that finds this many pending waits until a merge
+    /// compactor: a write that finds this many pending waits until a merge
     /// has taken them below it, so memory for pending fingerprints and the
     /// work left to a reopen after a crash stay bounded when writers
-    /// outrun the merges. Writes wait only while a merge is needed to go
-    /// on: merges into the small levels take seconds at most (a writer
+    /// outrun the merges. Never below the merge threshold; no effect with
+    /// [`manual_compaction`](Self::manual_compaction).
+    ///
+    /// Default: half the fingerprints in the tables, at least 64 merge
+    /// thresholds (4,194,304 by default) and at most what an eighth of the
+    /// machine's memory holds at 8 bytes a fingerprint a table (100M
+    /// fingerprints with 4 tables on 24 GiB). Merges into the small levels take seconds at most (a writer
     /// held back runs them itself, at its own CPU priority, when no other
-    /// merge runs), but one into level 0 rewrites it, and pending
-    /// fingerprints gather meanwhile. No
-    /// effect with [`manual_compaction`](Self::manual_compaction); never
-    /// below the merge threshold.
+    /// merge runs), but one into level 0 rewrites it and takes time in
+    /// proportion to the store, while pending fingerprints gather: a
+    /// limit that grows with the store lets writes go on through it (a
+    /// merge into level 0 of 16M fingerprints runs for about 25 seconds,
+    /// and writers add 3 to 4M meanwhile on two cores) instead of waiting
+    /// for the whole level to be rewritten.
     pub fn max_pending(mut self, n: usize) -> Self {
         self.max_pending = Some(n.max(1));
         self
@@ -336,17 +342,60 @@ impl Options {
     }
 }
 
+/// The default of [`Options::max_pending`] for tables holding
+/// `table_fingerprints` in `tables` tables a level, at merge threshold
+/// `threshold` on a machine of `memory` bytes.
+pub(crate) fn default_max_pending(
+    threshold: usize,
+    table_fingerprints: u64,
+    tables: usize,
+    memory: u64,
+) -> usize {
+    let floor = threshold.saturating_mul(64);
+    let share = usize::try_from(table_fingerprints / 2).unwrap_or(usize::MAX);
+    let bytes_each = 8 * tables.max(1) as u64;
+    let cap = usize::try_from(memory / 8 / bytes_each).unwrap_or(usize::MAX);
+    floor.max(share.min(cap))
+}
+
 /// Half the machine's physical memory, or unlimited when unknown.
 fn default_memory_budget() -> u64 {
-    std::fs::read_to_string("/proc/meminfo")
-        .ok()
-        .and_then(|info| {
-            let line = info.lines().find(|l| l.starts_with("MemTotal:"))?;
-            let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
-            Some(kib.saturating_mul(1024) / DEFAULT_MEMORY_DIVISOR)
-        })
-        .unwrap_or(u64::MAX)
+    physical_memory().map_or(u64::MAX, |bytes| bytes / DEFAULT_MEMORY_DIVISOR)
+}
+
+/// The machine's physical memory, when known.
+pub(crate) fn physical_memory() -> Option<u64> {
+    let info = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let line = info.lines().find(|l| l.starts_with("MemTotal:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib.saturating_mul(1024))
 }
 
 /// The default memory budget is physical memory divided by this.
 pub const DEFAULT_MEMORY_DIVISOR: u64 = 2;
+
+#[cfg(test)]
+mod tests {
+    use super::default_max_pending;
+
+    #[test]
+    fn max_pending_grows_with_the_store_within_memory() {
+        let gib = 1u64 << 30;
+        // A small store: 64 thresholds.
+        assert_eq!(
+            default_max_pending(65_536, 1_000_000, 4, 24 * gib),
+            4_194_304
+        );
+        // Half the tables' fingerprints past that.
+        assert_eq!(
+            default_max_pending(65_536, 20_000_000, 4, 24 * gib),
+            10_000_000
+        );
+        // At most an eighth of the memory, at 8 bytes a fingerprint a
+        // table: 3 GiB / 32.
+        let at_1b = default_max_pending(65_536, 1_000_000_000, 4, 24 * gib);
+        assert_eq!(at_1b, (3 * gib / 32) as usize);
+        // Never below the floor, whatever the budget.
+        assert_eq!(default_max_pending(1000, 1 << 40, 20, 0), 64_000);
+    }
+}

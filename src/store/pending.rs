@@ -167,9 +167,31 @@ impl Pending {
         if fps.is_empty() {
             return;
         }
+        self.remove_permuted(&Self::permuted(plan, fps));
+    }
+
+    /// `fps` under each table's permutation, in increasing order: what
+    /// [`remove_permuted`](Self::remove_permuted) takes, computed before
+    /// the state lock is taken (the tables spread over the cores).
+    pub fn permuted(plan: &Plan, fps: &[u64]) -> Vec<Vec<u64>> {
+        let specs = plan.tables();
+        let threads = if fps.len() < PARALLEL_BUILD_MIN {
+            1
+        } else {
+            super::parallel::cores()
+        };
+        super::parallel::map_indexed(specs.len(), threads, |t| permuted_sorted(&specs[t], fps))
+    }
+
+    /// Removes fingerprints given per table under its permutation, each
+    /// list increasing (see [`permuted`](Self::permuted)); those not
+    /// pending are ignored.
+    pub fn remove_permuted(&mut self, per_table: &[Vec<u64>]) {
+        if per_table.iter().all(Vec::is_empty) {
+            return;
+        }
         self.fold_removed();
-        for (runs, spec) in self.per_table.iter_mut().zip(plan.tables()) {
-            let permuted = permuted_sorted(spec, fps);
+        for (runs, permuted) in self.per_table.iter_mut().zip(per_table) {
             for run in &mut runs.runs {
                 // Both sorted: one walk through the run and the removals.
                 let mut gone = permuted.iter().copied().peekable();

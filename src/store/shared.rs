@@ -50,6 +50,8 @@ pub(crate) struct Shared {
     /// Set by the first write: the levels read at open get their
     /// membership filters (see [`want_filters`](Self::want_filters)).
     pub filters_wanted: std::sync::atomic::AtomicBool,
+    /// The machine's physical memory (`u64::MAX` when unknown).
+    pub physical_memory: u64,
 }
 
 impl Shared {
@@ -193,14 +195,21 @@ impl Shared {
     }
 
     /// The pending fingerprints at which writes wait (see
-    /// [`Options::max_pending`]).
-    pub fn max_pending(&self) -> usize {
+    /// [`Options::max_pending`]), the tables holding `table_fingerprints`.
+    pub fn max_pending(&self, table_fingerprints: u64) -> usize {
         // Never below the threshold: below it no merge falls due to free
         // the writers.
         let threshold = self.merge_threshold();
         self.options
             .max_pending
-            .unwrap_or_else(|| threshold.saturating_mul(64))
+            .unwrap_or_else(|| {
+                super::options::default_max_pending(
+                    threshold,
+                    table_fingerprints,
+                    self.plan.tables().len(),
+                    self.physical_memory,
+                )
+            })
             .max(threshold)
     }
 
@@ -212,10 +221,14 @@ impl Shared {
         if self.options.manual_compaction {
             return;
         }
-        let limit = self.max_pending();
-        if self.state.read().pending.len() < limit {
-            return;
-        }
+        let limit = {
+            let state = self.state.read();
+            let limit = self.max_pending(state.table_fingerprints());
+            if state.pending.len() < limit {
+                return;
+            }
+            limit
+        };
         let _held_back = self.locks.hold_back();
         while self.state.read().pending.len() >= limit {
             // A failing compactor would never free the writers: its error
@@ -226,7 +239,7 @@ impl Shared {
             // The merges that free writers are run by one of them when no
             // other merge runs (see `compact::help_merge`); the compactor
             // is asked for the others.
-            match super::compact::help_merge(self) {
+            match super::compact::help_merge(self, limit) {
                 Ok(true) => continue,
                 Ok(false) => self.compactor.wake(),
                 Err(e) => {
