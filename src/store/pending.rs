@@ -43,25 +43,10 @@ impl Pending {
     }
 
     /// The set holding `fps` (distinct), one sorted run per table, the
-    /// tables spread over the cores (recovery after a crash rebuilds it
-    /// from up to a merge threshold of pending fingerprints).
+    /// tables spread over the cores (an open rebuilds it from every
+    /// pending fingerprint, up to `Options::max_pending` of them).
     pub fn from_fingerprints(plan: &Plan, fps: &[u64]) -> Self {
-        let build = |spec: &crate::plan::TableSpec| -> Runs {
-            let mut runs = Runs::default();
-            runs.push(permuted_sorted(spec, fps));
-            runs
-        };
-        let specs = plan.tables();
-        let threads = if fps.len() < PARALLEL_BUILD_MIN {
-            1
-        } else {
-            super::parallel::cores()
-        };
-        let per_table = super::parallel::map_indexed(specs.len(), threads, |t| build(&specs[t]));
-        Self {
-            removed: vec![HashSet::new(); per_table.len()],
-            per_table,
-        }
+        Self::from_permuted(Self::permuted(plan, fps))
     }
 
     /// The set holding, for each table, the permuted values `per_table[t]`
