@@ -351,30 +351,22 @@ impl Overlay {
     }
 
     /// Builds the overlay from `(fp, id, added)` entries in increasing
-    /// `(fp, id)` order (the `ids` family's), one map insertion per
-    /// fingerprint.
-    pub fn from_sorted(
-        entries: impl IntoIterator<Item = Result<(u64, u64, bool)>>,
-    ) -> Result<Self> {
-        let mut overlay = Self::default();
-        // One fingerprint's entries at a time, in one buffer.
-        let mut current = None;
+    /// `(fp, id)` order (the `ids` family's): the map sized once for the
+    /// fingerprints counted, then one insertion per fingerprint (a store
+    /// reopened with millions of pending fingerprints builds it at open).
+    pub fn from_sorted(entries: &[(u64, u64, bool)]) -> Self {
+        let fingerprints = entries.chunk_by(|a, b| a.0 == b.0).count();
+        let mut overlay = Self::with_capacity(fingerprints);
         let mut list = Vec::new();
-        for entry in entries {
-            let (fp, id, added) = entry?;
-            if current != Some(fp) {
-                if let Some(at) = current {
-                    overlay.replace(at, &list);
-                }
-                current = Some(fp);
-                list.clear();
+        for run in entries.chunk_by(|a, b| a.0 == b.0) {
+            list.clear();
+            list.extend(run.iter().map(|&(_, id, added)| (id, added)));
+            if let Some(one) = Entries::new(&list) {
+                overlay.map.insert(run[0].0, one);
+                overlay.entries += list.len();
             }
-            list.push((id, added));
         }
-        if let Some(at) = current {
-            overlay.replace(at, &list);
-        }
-        Ok(overlay)
+        overlay
     }
 
     /// Replaces every entry of `fp`.
@@ -969,7 +961,7 @@ mod tests {
         for &(fp, id, added) in &entries {
             one_by_one.set(fp, id, Some(added));
         }
-        let built = Overlay::from_sorted(entries.iter().copied().map(Ok)).unwrap();
+        let built = Overlay::from_sorted(&entries);
         assert_eq!(built.len(), one_by_one.len());
         assert_eq!(built.len(), entries.len());
         for fp in 0..300 {

@@ -377,7 +377,24 @@ pub(crate) fn read_overlay(db: &Db) -> Result<Overlay> {
         entries.push((fp, id, added));
         Ok(true)
     })?;
-    Overlay::from_sorted(entries.into_iter().map(Ok))
+    Ok(Overlay::from_sorted(&entries))
+}
+
+/// The pending set and the tombstones, from their families.
+fn read_pending(db: &Db, plan: &Plan) -> Result<(Pending, HashSet<u64>)> {
+    let mut pending_fps = Vec::new();
+    db.scan(db.family(keys::PENDING_FAMILY)?, &[], |k, _| {
+        pending_fps.push(fingerprint_key(keys::PENDING_FAMILY, k)?);
+        Ok(true)
+    })?;
+    let pending = Pending::from_fingerprints(plan, &pending_fps);
+    drop(pending_fps);
+    let mut tombstones = HashSet::new();
+    db.scan(db.family(keys::TOMBSTONES_FAMILY)?, &[], |k, _| {
+        tombstones.insert(fingerprint_key(keys::TOMBSTONES_FAMILY, k)?);
+        Ok(true)
+    })?;
+    Ok((pending, tombstones))
 }
 
 /// Rebuilds the in-memory state from the database.
@@ -466,17 +483,24 @@ fn load(dir: &Path, db: Db, manifest: Manifest, options: &Options) -> Result<Sha
     .into_iter()
     .collect::<Result<Vec<TableState>>>()?;
 
-    let mut pending_fps = Vec::new();
-    db.scan(db.family(keys::PENDING_FAMILY)?, &[], |k, _| {
-        pending_fps.push(fingerprint_key(keys::PENDING_FAMILY, k)?);
-        Ok(true)
-    })?;
-    let pending = Pending::from_fingerprints(&plan, &pending_fps);
-    drop(pending_fps);
-    let mut tombstones = HashSet::new();
-    db.scan(db.family(keys::TOMBSTONES_FAMILY)?, &[], |k, _| {
-        tombstones.insert(fingerprint_key(keys::TOMBSTONES_FAMILY, k)?);
-        Ok(true)
+    // The `ids` family is read beside the pending and tombstone families:
+    // after a crash during a long merge, each can hold millions of keys.
+    // Before format 3 every pair is in the `ids` family (the upgrade folds
+    // those of fingerprints in the tables into id blocks, reading them
+    // block by block).
+    let (overlay, pending, tombstones) = std::thread::scope(|scope| {
+        let overlay = scope.spawn(|| {
+            if manifest.version >= 3 {
+                read_overlay(&db)
+            } else {
+                Ok(Overlay::default())
+            }
+        });
+        let rest = read_pending(&db, &plan);
+        let overlay = overlay
+            .join()
+            .unwrap_or_else(|e| std::panic::resume_unwind(e));
+        rest.and_then(|(pending, tombstones)| Ok((overlay?, pending, tombstones)))
     })?;
     let counters = db
         .get(db.default_family()?, keys::COUNTERS)?
@@ -490,14 +514,6 @@ fn load(dir: &Path, db: Db, manifest: Manifest, options: &Options) -> Result<Sha
         Arc::new(db.id_blocks(on_disk)),
         !on_disk,
     );
-    // Before format 3 every pair is in the `ids` family (the upgrade folds
-    // those of fingerprints in the tables into id blocks, reading them
-    // block by block).
-    let overlay = if manifest.version >= 3 {
-        read_overlay(&db)?
-    } else {
-        Overlay::default()
-    };
     let state = State {
         tables: Arc::new(states),
         per_level,

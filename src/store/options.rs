@@ -195,7 +195,10 @@ impl Options {
     /// limit that grows with the store lets writes go on through it (a
     /// merge into level 0 of 16M fingerprints runs for about 25 seconds,
     /// and writers add 3 to 4M meanwhile on two cores) instead of waiting
-    /// for the whole level to be rewritten.
+    /// for the whole level to be rewritten. The price is at a reopen after
+    /// a crash: every pending fingerprint and its ids are read back and
+    /// sorted, about 1.1 µs a fingerprint on two cores (9 s for 8M
+    /// pending with ids beside a 10M store, against 0.15 s with none).
     pub fn max_pending(mut self, n: usize) -> Self {
         self.max_pending = Some(n.max(1));
         self
