@@ -371,12 +371,23 @@ impl Overlay {
 
     /// Replaces every entry of `fp`.
     pub fn replace(&mut self, fp: u64, entries: &[(u64, bool)]) {
-        self.entries -= self.get(fp).len();
+        use std::collections::hash_map::Entry;
+        // One lookup: merges replace millions of fingerprints' entries,
+        // each a cache miss in a large map.
+        match (self.map.entry(fp), Entries::new(entries)) {
+            (Entry::Occupied(mut at), Some(list)) => {
+                self.entries -= at.get().as_slice().len();
+                at.insert(list);
+            }
+            (Entry::Occupied(at), None) => {
+                self.entries -= at.remove().as_slice().len();
+            }
+            (Entry::Vacant(at), Some(list)) => {
+                at.insert(list);
+            }
+            (Entry::Vacant(_), None) => {}
+        }
         self.entries += entries.len();
-        match Entries::new(entries) {
-            None => self.map.remove(&fp),
-            Some(entries) => self.map.insert(fp, entries),
-        };
     }
 
     /// An empty overlay with room for `fingerprints` fingerprints.
@@ -967,6 +978,34 @@ mod tests {
         for fp in 0..300 {
             assert_eq!(built.get(fp), one_by_one.get(fp), "{fp}");
         }
+    }
+
+    #[test]
+    fn replacing_a_fingerprints_entries_keeps_the_count() {
+        // Lists of none, one and several entries replacing each other.
+        let mut rng = crate::test_rng::TestRng::new(5);
+        let mut overlay = Overlay::default();
+        let mut model: std::collections::BTreeMap<u64, Vec<(u64, bool)>> = Default::default();
+        for _ in 0..5_000 {
+            let fp = rng.next_u64() % 40;
+            let n = (rng.next_u64() % 4) as usize;
+            let mut list: Vec<(u64, bool)> = (0..n)
+                .map(|_| (rng.next_u64() % 20, rng.next_u64().is_multiple_of(2)))
+                .collect();
+            list.sort_unstable_by_key(|&(id, _)| id);
+            list.dedup_by_key(|&mut (id, _)| id);
+            overlay.replace(fp, &list);
+            if list.is_empty() {
+                model.remove(&fp);
+            } else {
+                model.insert(fp, list);
+            }
+            assert_eq!(overlay.len(), model.values().map(Vec::len).sum::<usize>());
+        }
+        for fp in 0..40 {
+            assert_eq!(overlay.get(fp), model.get(&fp).map_or(&[][..], |l| &l[..]));
+        }
+        assert_eq!(overlay.fingerprints().count(), model.len());
     }
 
     #[test]
