@@ -53,7 +53,7 @@ pub(crate) fn spawn(shared: Arc<Shared>) -> std::io::Result<JoinHandle<()>> {
     std::thread::Builder::new()
         .name("simstore-compactor".into())
         .spawn(move || {
-            lower_priority();
+            super::priority::lower_this_thread();
             while !shared.compactor.wait(CHECK_INTERVAL) {
                 if super::filters::missing(&shared) {
                     let _one_at_a_time = shared.locks.merging();
@@ -62,6 +62,8 @@ pub(crate) fn spawn(shared: Arc<Shared>) -> std::io::Result<JoinHandle<()>> {
                 if !shared.merge_due() {
                     continue;
                 }
+                // RocksDB starts its threads when it first needs them.
+                super::priority::lower_storage_threads();
                 match compact_due(&shared) {
                     Ok(_) => shared.health.background_succeeded(),
                     Err(e) => {
@@ -80,30 +82,3 @@ pub(crate) fn stop(shared: &Shared, handle: JoinHandle<()>) {
     shared.compactor.stop();
     let _ = handle.join();
 }
-
-/// Lowers the calling thread's CPU priority, and so that of the threads it
-/// starts (they inherit it), to nice 10: merges take the cores writers
-/// and queries leave idle and do not slow them down while cores are short.
-fn lower_priority() {
-    #[cfg(target_os = "linux")]
-    {
-        extern "C" {
-            fn setpriority(
-                which: std::ffi::c_int,
-                who: std::ffi::c_uint,
-                prio: std::ffi::c_int,
-            ) -> std::ffi::c_int;
-        }
-        // `PRIO_PROCESS` with `who` 0: on Linux the nice value is a
-        // per-thread attribute and this sets the calling thread's only.
-        const PRIO_PROCESS: std::ffi::c_int = 0;
-        // SAFETY: `setpriority` takes no pointers; a failure (not allowed
-        // to change it) leaves the priority as it was, which is harmless.
-        unsafe {
-            setpriority(PRIO_PROCESS, 0, BACKGROUND_NICE);
-        }
-    }
-}
-
-/// The nice value of background merges.
-const BACKGROUND_NICE: std::ffi::c_int = 10;

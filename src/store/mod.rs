@@ -18,6 +18,7 @@ mod options;
 mod parallel;
 mod pause;
 mod pending;
+mod priority;
 mod query;
 mod shared;
 mod sketches;
