@@ -206,7 +206,10 @@ impl Options {
 
     /// Disables the background compaction thread; pending fingerprints are
     /// then merged only by [`Store::compact`](super::Store::compact)
-    /// (default: background compaction on).
+    /// (default: background compaction on). The background thread runs at
+    /// a lower CPU priority (nice 10, on Linux) and lowers RocksDB's
+    /// flush and compaction threads to it; RocksDB shares those threads
+    /// among every database the process opens.
     pub fn manual_compaction(mut self, manual: bool) -> Self {
         self.manual_compaction = manual;
         self
