@@ -690,10 +690,13 @@ impl Reconcile<'_> {
     /// The reconciliation against the overlay `now`: every fingerprint
     /// with entries in `now` or in the snapshot.
     pub fn all(&self, now: &Overlay) -> Result<Reconciled> {
-        let mut fps: Vec<u64> = now
-            .fingerprints()
-            .chain(self.snapshot.fingerprints())
-            .collect();
+        // Against the snapshot itself (a merge's first reconciliation),
+        // every fingerprint is unchanged: listed once, looked up once.
+        let same = std::ptr::eq(now, self.snapshot);
+        let mut fps: Vec<u64> = now.fingerprints().collect();
+        if !same {
+            fps.extend(self.snapshot.fingerprints());
+        }
         fps.sort_unstable();
         fps.dedup();
         let mut out = Reconciled {
@@ -705,16 +708,22 @@ impl Reconcile<'_> {
         };
         let mut scratch = Vec::new();
         let mut roles = self.roles();
+        // Each lookup is a cache miss in a map of millions: a fingerprint
+        // is looked up once in `now`, and `out.overlay` (which holds none
+        // of `fps` yet) is touched only to insert.
         for fp in fps {
             let roles = roles.of(fp);
-            match self.one(now, fp, roles, &mut scratch)? {
-                None => out.overlay.replace(fp, now.get(fp)),
+            let current = now.get(fp);
+            let unchanged = same || current == self.snapshot.get(fp);
+            match self.one(current, unchanged, fp, roles, &mut scratch)? {
+                None => out.overlay.replace(fp, current),
                 Some(entries) => {
-                    out.deletes
-                        .extend(now.get(fp).iter().map(|&(id, _)| (fp, id)));
+                    out.deletes.extend(current.iter().map(|&(id, _)| (fp, id)));
                     out.puts
                         .extend(entries.iter().map(|&(id, added)| (fp, id, added)));
-                    out.overlay.replace(fp, &entries);
+                    if !entries.is_empty() {
+                        out.overlay.replace(fp, &entries);
+                    }
                 }
             }
         }
@@ -743,6 +752,7 @@ impl Reconcile<'_> {
         let mut roles = self.roles();
         for &fp in changed {
             let roles = roles.of(fp);
+            let current = now.get(fp);
             // `done` wrote keys only for fingerprints the merge involves,
             // unless it wrote the family whole (which then empties the
             // keys writers put since).
@@ -750,18 +760,19 @@ impl Reconcile<'_> {
                 && !roles.involved()
                 && (pending(fp) || !rewritten(self.new0, self.written, fp))
             {
-                done.overlay.replace(fp, now.get(fp));
+                done.overlay.replace(fp, current);
                 continue;
             }
-            let entries = match self.one(now, fp, roles, &mut scratch)? {
-                None => now.get(fp).to_vec(),
+            let unchanged = current == self.snapshot.get(fp);
+            let entries = match self.one(current, unchanged, fp, roles, &mut scratch)? {
+                None => current.to_vec(),
                 Some(entries) => entries,
             };
             let mut stale: Vec<u64> = done
                 .overlay
                 .get(fp)
                 .iter()
-                .chain(now.get(fp))
+                .chain(current)
                 .map(|&(id, _)| id)
                 .collect();
             stale.sort_unstable();
@@ -797,16 +808,17 @@ impl Reconcile<'_> {
         }
     }
 
-    /// `fp`'s entries after the merge, or `None` when they stay as `now`
-    /// has them (`old_base`: scratch space).
+    /// `fp`'s entries after the merge, or `None` when they stay as they
+    /// are now, `current` (`unchanged`: the same as in the snapshot;
+    /// `old_base`: scratch space).
     fn one(
         &self,
-        now: &Overlay,
+        current: &[(u64, bool)],
+        unchanged: bool,
         fp: u64,
         roles: Roles,
         old_base: &mut Vec<u64>,
     ) -> Result<Option<Vec<(u64, bool)>>> {
-        let unchanged = now.get(fp) == self.snapshot.get(fp);
         if !roles.involved() && unchanged {
             return Ok(None);
         }
@@ -834,7 +846,7 @@ impl Reconcile<'_> {
             add_ids(&extra[from..to], ids);
         };
         let mut truth = old_base.clone();
-        now.apply(fp, &mut truth);
+        apply(current, &mut truth);
         with_extra(&mut truth);
         let new_base = if !in_new {
             Vec::new()
@@ -913,17 +925,28 @@ impl<'a, T> Walk<'a, T> {
 
 /// Where the first item of `items` (sorted by `key`) whose fingerprint is
 /// not below `fp` stands, found from `at`, the answer for the fingerprint
-/// asked about before: stepped forward while fingerprints increase (the
+/// asked about before: galloped forward while fingerprints increase (the
 /// way merges ask), searched anew when one goes back.
+///
+/// The gallop doubles its step until it passes `fp`, then searches the
+/// last step: a walk asked about every item costs a comparison or two an
+/// item, and one asked about a few fingerprints far apart in a long list
+/// (a catch-up's slice of fingerprints written during a merge, against
+/// the millions the merge moves) costs a logarithm of the gap, not every
+/// item between.
 fn seek<T>(items: &[T], at: usize, fp: u64, key: impl Fn(&T) -> u64) -> usize {
-    let mut at = at.min(items.len());
-    if at > 0 && items.get(at - 1).is_some_and(|x| key(x) >= fp) {
-        at = items.partition_point(|x| key(x) < fp);
+    let mut lo = at.min(items.len());
+    if lo > 0 && items.get(lo - 1).is_some_and(|x| key(x) >= fp) {
+        return items.partition_point(|x| key(x) < fp);
     }
-    while items.get(at).is_some_and(|x| key(x) < fp) {
-        at += 1;
+    // Every item before `lo` is below `fp`.
+    let mut step = 1;
+    while items.get(lo + step - 1).is_some_and(|x| key(x) < fp) {
+        lo += step;
+        step = step.saturating_mul(2);
     }
-    at
+    let end = lo.saturating_add(step).min(items.len());
+    lo + items[lo..end].partition_point(|x| key(x) < fp)
 }
 
 /// Whether the block of `new0` that holds `fp`'s place is among `written`.
@@ -953,6 +976,31 @@ pub(crate) fn to_fold(plan: &crate::plan::Plan, state: &super::state::State) -> 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_seek_finds_what_a_search_from_the_start_finds() {
+        // Lists with repeats, of every length up to 70 and a long one, asked
+        // about in increasing runs (close and far apart) that sometimes go
+        // back, the position before each answer carried into the next seek.
+        let mut rng = crate::test_rng::TestRng::new(11);
+        for len in (0..70).chain([5_000]) {
+            let mut items: Vec<u64> = (0..len).map(|_| rng.next_u64() % 400).collect();
+            items.sort_unstable();
+            let mut at = 0;
+            let mut fp = 0;
+            for _ in 0..300 {
+                fp = match rng.next_u64() % 8 {
+                    0 => rng.next_u64() % 420,
+                    1 => fp + rng.next_u64() % 100,
+                    _ => fp + rng.next_u64() % 3,
+                };
+                at = seek(&items, at, fp, |&x| x);
+                assert_eq!(at, items.partition_point(|&x| x < fp), "{len} {fp}");
+                let mut walk = Walk::new(&items);
+                assert_eq!(walk.has(fp, |&x| x), items.contains(&fp));
+            }
+        }
+    }
 
     #[test]
     fn an_overlay_built_from_sorted_entries_equals_one_set_entry_by_entry() {
