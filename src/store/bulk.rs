@@ -117,7 +117,9 @@ pub(crate) fn insert_bulk<E: super::Entry>(shared: &Shared, pairs: &[E]) -> Resu
         &ids_input,
         &removes,
         None,
-        None,
+        // Nothing is written beside a bulk insert (it holds the commit
+        // lock throughout): the overlay is its snapshot.
+        Some(&[]),
     )?;
     shared.put_counters(
         &mut batch,

@@ -504,9 +504,7 @@ pub(crate) fn prepare_ids(
     ids: &IdsInput<'_>,
     removes: &[u64],
 ) -> Result<Reconciled> {
-    with_reconcile(tables, outputs, ids, removes, |context| {
-        context.all(ids.overlay)
-    })
+    with_reconcile(tables, outputs, ids, removes, |context| context.all())
 }
 
 /// `f` of the overlay's reconciliation for the merge of level 0's table 0
@@ -608,11 +606,12 @@ fn rebuilt_id_table(g: &Gathered, outputs: &[(usize, Merged)]) -> Result<IdTable
 /// the new blocks' id blocks) and the overlay's reconciliation (see
 /// [`ids::Reconcile`]) to `batch`, under the commit lock; returns the id
 /// table and overlay to swap in with the tables, and the pairs the new
-/// id blocks hold that were not stored before. With `prepared` (the
+/// id blocks hold that were not stored before. `prepared` is the
 /// reconciliation from [`prepare_ids`] and the id table rebuilt for the
-/// merge) and the `journal` of the writes made since it was caught up
-/// (see [`catch_up`]), only the fingerprints those writes changed are
-/// reconciled here.
+/// merge (without it, both are made here); `journal` holds every
+/// fingerprint written since it was caught up (see [`catch_up`]), or
+/// since the snapshot: only those are reconciled again (without a
+/// journal, every fingerprint with overlay entries then or now is).
 pub(crate) fn write_ids(
     shared: &Shared,
     batch: &mut crate::storage::Batch,
@@ -660,15 +659,24 @@ pub(crate) fn write_ids(
     };
     let context = ids.reconcile(base, removes, &folded, new0, &written);
     // The journal holds every fingerprint written since the snapshot, or
-    // since the catch-up's last round.
-    let reconciled = match (prepared, journal) {
-        (Some(mut done), Some(changed)) => {
-            let pending = |fp| state.pending.contains(&shared.plan, fp);
-            context.patch(&mut done, &state.overlay, changed, pending)?;
-            done
-        }
-        _ => context.all(&state.overlay)?,
+    // since the catch-up's last round. Without one, any fingerprint with
+    // entries now may have changed since the snapshot; without a
+    // reconciliation prepared, the snapshot's is made now.
+    let pending = |fp| state.pending.contains(&shared.plan, fp);
+    let mut reconciled = match prepared {
+        Some(done) => done,
+        None => context.all()?,
     };
+    match journal {
+        Some(changed) => context.patch(&mut reconciled, &state.overlay, changed, pending)?,
+        None => {
+            let mut changed: Vec<u64> = state.overlay.fingerprints().collect();
+            changed.extend(ids.overlay.fingerprints());
+            changed.sort_unstable();
+            changed.dedup();
+            context.patch(&mut reconciled, &state.overlay, &changed, pending)?;
+        }
+    }
     let ids_cf = db.family(keys::IDS_FAMILY)?;
     if !reconciled.written_whole && ids_better_whole(&reconciled) {
         put_whole(batch, ids_cf, &reconciled.overlay);

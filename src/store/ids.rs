@@ -687,18 +687,13 @@ pub(crate) struct Reconcile<'a> {
 }
 
 impl Reconcile<'_> {
-    /// The reconciliation against the overlay `now`: every fingerprint
-    /// with entries in `now` or in the snapshot.
-    pub fn all(&self, now: &Overlay) -> Result<Reconciled> {
-        // Against the snapshot itself (a merge's first reconciliation),
-        // every fingerprint is unchanged: listed once, looked up once.
-        let same = std::ptr::eq(now, self.snapshot);
-        let mut fps: Vec<u64> = now.fingerprints().collect();
-        if !same {
-            fps.extend(self.snapshot.fingerprints());
-        }
+    /// The reconciliation against the snapshot itself, as if nothing were
+    /// written since it was taken: every fingerprint with entries in it.
+    /// Writes made since are corrected by [`patch`](Self::patch).
+    pub fn all(&self) -> Result<Reconciled> {
+        let snapshot = self.snapshot;
+        let mut fps: Vec<u64> = snapshot.fingerprints().collect();
         fps.sort_unstable();
-        fps.dedup();
         let mut out = Reconciled {
             overlay: Overlay::with_capacity(fps.len().max(self.overlay_room())),
             deletes: Vec::new(),
@@ -709,13 +704,12 @@ impl Reconcile<'_> {
         let mut scratch = Vec::new();
         let mut roles = self.roles();
         // Each lookup is a cache miss in a map of millions: a fingerprint
-        // is looked up once in `now`, and `out.overlay` (which holds none
-        // of `fps` yet) is touched only to insert.
+        // is looked up once in the snapshot, and `out.overlay` (which
+        // holds none of `fps` yet) is touched only to insert.
         for fp in fps {
             let roles = roles.of(fp);
-            let current = now.get(fp);
-            let unchanged = same || current == self.snapshot.get(fp);
-            match self.one(current, unchanged, fp, roles, &mut scratch)? {
+            let current = snapshot.get(fp);
+            match self.one(current, true, fp, roles, &mut scratch)? {
                 None => out.overlay.replace(fp, current),
                 Some(entries) => {
                     out.deletes.extend(current.iter().map(|&(id, _)| (fp, id)));
