@@ -19,7 +19,6 @@
 //! sums of the odds give that total without listing the sets), or at the
 //! probe budget.
 
-use std::cmp::Ordering;
 use std::collections::BinaryHeap;
 
 /// How far a probabilistic query searches: when to stop taking flip sets.
@@ -79,47 +78,61 @@ impl Budget {
 }
 
 /// A set of header positions (indexes into the bits sorted by
-/// probability) with its odds product, as the heap orders them.
-#[derive(Debug, Clone, Copy)]
-struct Node {
-    odds: f64,
-    len: u8,
-    at: [u8; 8],
+/// probability) with its odds product, packed into one integer whose
+/// order is the heap's: the odds' bits on top (positive floats order as
+/// their bits), then ties broken towards smaller sets, then towards
+/// smaller positions, so the order is deterministic.
+///
+/// Layout, from the top: 64 bits of odds, 4 bits of `8 − len`, then eight
+/// 7-bit fields holding `127 − position` (unused fields hold 127).
+type Node = u128;
+
+/// Bits of one position field of a [`Node`].
+const FIELD: u32 = 7;
+
+/// The largest position a [`Node`] field holds (also its filler).
+const FIELD_MAX: u8 = (1 << FIELD) - 1;
+
+fn node(odds: f64, at: &[u8]) -> Node {
+    debug_assert!(odds > 0.0 && at.len() <= 8);
+    let mut payload = u128::from(8 - at.len() as u8);
+    for i in 0..8 {
+        let p = at.get(i).copied().unwrap_or(0);
+        payload = payload << FIELD | u128::from(FIELD_MAX - p);
+    }
+    u128::from(odds.to_bits()) << 64 | payload
 }
 
-impl PartialEq for Node {
-    fn eq(&self, other: &Self) -> bool {
-        self.cmp(other) == Ordering::Equal
-    }
+fn node_odds(n: Node) -> f64 {
+    f64::from_bits((n >> 64) as u64)
 }
 
-impl Eq for Node {}
-
-impl PartialOrd for Node {
-    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
-        Some(self.cmp(other))
-    }
+fn node_len(n: Node) -> usize {
+    8 - ((n >> (8 * FIELD)) & 0xf) as usize
 }
 
-impl Ord for Node {
-    fn cmp(&self, other: &Self) -> Ordering {
-        // Likelier first; ties by smaller sets, then by positions, so the
-        // order is deterministic.
-        self.odds
-            .total_cmp(&other.odds)
-            .then_with(|| other.len.cmp(&self.len))
-            .then_with(|| other.at.cmp(&self.at))
-    }
+fn node_at(n: Node, i: usize) -> u8 {
+    FIELD_MAX - ((n >> ((7 - i) as u32 * FIELD)) as u8 & FIELD_MAX)
+}
+
+/// `n` with position `i` moved one place down the order and odds `odds`.
+fn node_step(n: Node, i: usize, odds: f64) -> Node {
+    // The field holds 127 − position: one less moves the position on.
+    let stepped = n - (1u128 << ((7 - i) as u32 * FIELD));
+    (stepped & u128::from(u64::MAX)) | u128::from(odds.to_bits()) << 64
 }
 
 /// The smallest odds a bit is given, so that products of up to 8 of them
 /// stay normal numbers and comparable.
 const MIN_ODDS: f64 = 1e-30;
 
+/// Header bits a flip search orders at most; further ones are ignored.
+const MAX_HEADER: usize = 64;
+
 /// The flip masks to probe for a query whose header is the bits
-/// `header` (bit numbers, any order), each bit `j` flipping with
-/// probability `p(j)`: the empty mask first, then sets of 1 to `k` bits in
-/// decreasing probability, until `stop`. `k` is at most 8.
+/// `header` (bit numbers, any order, at most 64 taken), each bit `j`
+/// flipping with probability `p(j)`: the empty mask first, then sets of 1
+/// to `k` bits in decreasing probability, until `stop`. `k` is at most 8.
 pub fn flips(header: &[u8], p: impl Fn(u8) -> f64, k: u8, stop: Budget) -> Vec<u64> {
     Flips::new(header, p, k, stop).collect()
 }
@@ -128,10 +141,12 @@ pub fn flips(header: &[u8], p: impl Fn(u8) -> f64, k: u8, stop: Budget) -> Vec<u
 /// query that found one) spends nothing on the sets it does not take.
 #[derive(Debug, Clone)]
 pub struct Flips {
+    /// Header bits in use.
+    n: usize,
     /// Header bit numbers, likeliest first.
-    bits: Vec<u8>,
+    bits: [u8; MAX_HEADER],
     /// Their odds `p/(1−p)`, in the same order.
-    odds: Vec<f64>,
+    odds: [f64; MAX_HEADER],
     heap: BinaryHeap<Node>,
     covered: f64,
     goal: f64,
@@ -143,40 +158,42 @@ pub struct Flips {
 impl Flips {
     /// The flip sets of [`flips`], to be taken in order.
     pub fn new(header: &[u8], p: impl Fn(u8) -> f64, k: u8, stop: Budget) -> Self {
-        let k = usize::from(k.min(8)).min(header.len());
-        let mut bits: Vec<(u8, f64)> = header
-            .iter()
-            .map(|&b| {
-                let p = p(b);
-                let p = if p.is_nan() { 0.0 } else { p.clamp(0.0, 0.5) };
-                (b, (p / (1.0 - p)).max(MIN_ODDS))
-            })
-            .collect();
-        bits.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
-        let odds: Vec<f64> = bits.iter().map(|b| b.1).collect();
+        let header = &header[..header.len().min(MAX_HEADER)];
+        let n = header.len();
+        let k = usize::from(k.min(8)).min(n);
+        // Likeliest first, ties by bit number: the odds are positive, so
+        // their bits order as they do.
+        let mut order = [(0u64, 0u8); MAX_HEADER];
+        for (o, &b) in order.iter_mut().zip(header) {
+            let p = p(b);
+            let p = if p.is_nan() { 0.0 } else { p.clamp(0.0, 0.5) };
+            let odds = (p / (1.0 - p)).max(MIN_ODDS);
+            *o = (!odds.to_bits(), b);
+        }
+        order[..n].sort_unstable();
+        let mut bits = [0u8; MAX_HEADER];
+        let mut odds = [0f64; MAX_HEADER];
+        for (i, &(o, b)) in order[..n].iter().enumerate() {
+            bits[i] = b;
+            odds[i] = f64::from_bits(!o);
+        }
         // e[h]: the sum over sets of h bits of their odds products.
         let mut e = [0f64; 9];
         e[0] = 1.0;
-        for &o in &odds {
+        for &o in &odds[..n] {
             for h in (1..=k).rev() {
                 e[h] += e[h - 1] * o;
             }
         }
         let total: f64 = e[..=k].iter().sum();
-        let mut heap = BinaryHeap::with_capacity(2 * k + 16);
+        let mut heap = BinaryHeap::with_capacity(2 * k + 64);
+        let first: [u8; 8] = std::array::from_fn(|i| i as u8);
         for h in 1..=k {
-            let mut at = [0u8; 8];
-            for (i, a) in at.iter_mut().enumerate().take(h) {
-                *a = i as u8;
-            }
-            heap.push(Node {
-                odds: odds[..h].iter().product(),
-                len: h as u8,
-                at,
-            });
+            heap.push(node(odds[..h].iter().product(), &first[..h]));
         }
         Self {
-            bits: bits.iter().map(|b| b.0).collect(),
+            n,
+            bits,
             odds,
             heap,
             covered: 0.0,
@@ -203,34 +220,30 @@ impl Iterator for Flips {
         }
         let node = self.heap.pop()?;
         self.taken += 1;
-        self.covered += node.odds;
-        let h = usize::from(node.len);
-        let n = self.bits.len();
-        let last = usize::from(node.at[h - 1]);
-        if last + 1 < n {
-            let mut child = node;
-            child.at[h - 1] += 1;
-            child.odds = node.odds / self.odds[last] * self.odds[last + 1];
-            self.heap.push(child);
+        let odds = node_odds(node);
+        self.covered += odds;
+        let h = node_len(node);
+        let last = usize::from(node_at(node, h - 1));
+        if last + 1 < self.n {
+            let stepped = odds / self.odds[last] * self.odds[last + 1];
+            self.heap.push(node_step(node, h - 1, stepped));
         }
+        let mut mask = 1u64 << self.bits[last];
+        let mut next = last;
+        let mut branched = false;
         for j in (0..h - 1).rev() {
-            let gap = node.at[j + 1] - node.at[j];
-            if gap >= 2 {
-                if gap == 2 {
-                    let i = usize::from(node.at[j]);
-                    let mut child = node;
-                    child.at[j] += 1;
-                    child.odds = node.odds / self.odds[i] * self.odds[i + 1];
-                    self.heap.push(child);
+            let at = usize::from(node_at(node, j));
+            mask |= 1u64 << self.bits[at];
+            if !branched && next - at >= 2 {
+                branched = true;
+                if next - at == 2 {
+                    let stepped = odds / self.odds[at] * self.odds[at + 1];
+                    self.heap.push(node_step(node, j, stepped));
                 }
-                break;
             }
+            next = at;
         }
-        Some(
-            node.at[..h]
-                .iter()
-                .fold(0u64, |m, &i| m | 1u64 << self.bits[usize::from(i)]),
-        )
+        Some(mask)
     }
 }
 
