@@ -143,6 +143,45 @@ fn collect_portable(
 /// none follows a pass that found a match.
 const FIRST_FLIP_PASS: usize = 4;
 
+/// [`collect_flipped`], in the copy compiled for the processor's bit
+/// instructions when it has them (as [`collect`] does): a probe of a
+/// header's run selects in the run's bit vector and counts bits.
+fn collect_flipped_fast<M: Iterator<Item = u64>>(
+    shared: &Shared,
+    state: &State,
+    probe: &[usize],
+    fps: &[u64],
+    masks: impl Fn(usize) -> M,
+    k: u32,
+    first: bool,
+) -> Result<Vec<Vec<(u64, u32)>>> {
+    #[cfg(target_arch = "x86_64")]
+    if crate::simd::cpu::fast_bits() {
+        // SAFETY: `fast_bits` checked that this processor has every
+        // feature `collect_flipped_fast_bits` is compiled for.
+        return unsafe { collect_flipped_fast_bits(shared, state, probe, fps, masks, k, first) };
+    }
+    collect_flipped(shared, state, probe, fps, masks, k, first)
+}
+
+/// [`collect_flipped`] compiled for POPCNT, BMI1, BMI2 and LZCNT.
+///
+/// # Safety
+/// The processor must have those features.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "popcnt,bmi1,bmi2,lzcnt")]
+unsafe fn collect_flipped_fast_bits<M: Iterator<Item = u64>>(
+    shared: &Shared,
+    state: &State,
+    probe: &[usize],
+    fps: &[u64],
+    masks: impl Fn(usize) -> M,
+    k: u32,
+    first: bool,
+) -> Result<Vec<Vec<(u64, u32)>>> {
+    collect_flipped(shared, state, probe, fps, masks, k, first)
+}
+
 /// [`collect`] on a one-table store: for the `i`-th query, the run of
 /// every header `masks(i)` flips (the unflipped header being mask 0) in
 /// each level's table, the distance always taken to the query itself.
@@ -545,6 +584,6 @@ fn probabilistic_in_turn(
             let v = group[i].1;
             vosh::Flips::new(&bits, |b| v.probability(b), k.min(8) as u8, budget)
         };
-        collect_flipped(shared, state, &state.probes(probe), &fps, flips, k, first)
+        collect_flipped_fast(shared, state, &state.probes(probe), &fps, flips, k, first)
     })
 }
