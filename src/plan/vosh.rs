@@ -366,6 +366,70 @@ mod tests {
         );
     }
 
+    /// Every set of at most `k` of `header`'s bits, with its odds product,
+    /// likeliest first.
+    fn every_set(header: &[u8], odds: impl Fn(u8) -> f64, k: u32) -> Vec<(f64, u64)> {
+        fn grow(at: usize, header: &[u8], left: u32, mask: u64, out: &mut Vec<u64>) {
+            out.push(mask);
+            if left == 0 {
+                return;
+            }
+            for i in at..header.len() {
+                grow(i + 1, header, left - 1, mask | 1 << header[i], out);
+            }
+        }
+        let mut masks = Vec::new();
+        grow(0, header, k, 0, &mut masks);
+        let mut sets: Vec<(f64, u64)> = masks
+            .into_iter()
+            .map(|m| {
+                let o = (0..64u8).filter(|&b| m >> b & 1 == 1).map(&odds).product();
+                (o, m)
+            })
+            .collect();
+        sets.sort_by(|a, b| b.0.total_cmp(&a.0));
+        sets
+    }
+
+    /// A budgeted search takes a prefix of the likeliest sets, on headers
+    /// of every width up to 64 bits and sets of up to 8 bits (every field
+    /// of a heap node in use).
+    #[test]
+    fn a_budget_takes_the_likeliest_sets_of_wide_headers_and_large_sets() {
+        let mut rng = crate::test_rng::TestRng::new(11);
+        for (width, k, probes) in [(64u8, 3u8, 3000usize), (10, 8, 1024), (33, 5, 20_000)] {
+            let header: Vec<u8> = (64 - width..64).collect();
+            let p: Vec<f64> = (0..64)
+                .map(|_| (rng.next_u64() >> 11) as f64 / (1u64 << 53) as f64 * 0.5)
+                .collect();
+            let odds = |b: u8| {
+                let p = p[usize::from(b)];
+                (p / (1.0 - p)).max(MIN_ODDS)
+            };
+            let reference = every_set(&header, odds, u32::from(k));
+            let taken = flips(&header, |b| p[usize::from(b)], k, Budget::probes(probes));
+            assert_eq!(taken.len(), probes.min(reference.len()), "width {width}");
+            let mut seen = std::collections::HashSet::new();
+            for (i, &m) in taken.iter().enumerate() {
+                assert!(seen.insert(m), "repeated {m:#x}");
+                assert!(m.count_ones() <= u32::from(k));
+                assert_eq!(
+                    m & !(u64::MAX << (64 - width)),
+                    0,
+                    "a bit outside the header"
+                );
+                // The i-th set taken is as likely as the i-th likeliest
+                // (equal odds may come in either order).
+                let want = reference[i].0;
+                let got: f64 = (0..64u8).filter(|&b| m >> b & 1 == 1).map(odds).product();
+                assert!(
+                    (got - want).abs() <= want * 1e-9,
+                    "width {width}, k {k}: set {i} has odds {got}, the {i}-th likeliest {want}"
+                );
+            }
+        }
+    }
+
     #[test]
     fn odd_probabilities_are_tolerated() {
         let header: Vec<u8> = (0..10).collect();
