@@ -580,23 +580,14 @@ fn probabilistic_in_turn(
     let bits: Vec<u8> = (64 - header..64).collect();
     let k8 = k.min(8) as u8;
     // All matches over every flip set: the order the sets are taken in
-    // changes nothing (the answers are sorted), so they are listed as an
-    // exact query lists them, without the heap.
+    // changes nothing (the answers are sorted), so this is an exact query,
+    // its sets listed without the heap.
     let every =
         !first && budget.recall >= 1.0 && budget.max_probes as u64 >= vosh::exact_count(header, k8);
     in_groups(shared, queries, GROUP, first, |state, group| {
         let fps: Vec<u64> = group.iter().map(|q| q.0).collect();
         if every {
-            let masks = |_| vosh::exact(header, k8);
-            return collect_flipped_fast(
-                shared,
-                state,
-                &state.probes(probe),
-                &fps,
-                masks,
-                k,
-                first,
-            );
+            return collect(shared, state, probe, &fps, k, first);
         }
         let flips = |i: usize| {
             let v = group[i].1;
