@@ -180,12 +180,18 @@ fn clustered_data_grown_through_levels() {
 }
 
 /// One-table stores (header flips) through the same growth, merges and
-/// deletions.
+/// deletions, level 0 read through its blocks and (narrow headers) flat.
 #[test]
 fn one_table_stores_grown_through_levels() {
     let one = Options::new().tables(1);
     grown_with(&random(4000, &mut Rng(4001)), one.clone().block_size(48), 7);
-    grown_with(&clustered(5000, &mut Rng(3)), one.block_size(64), 8);
+    grown_with(&clustered(5000, &mut Rng(3)), one.clone().block_size(64), 8);
+    // Headers narrow enough for level 0 to be held flat too.
+    grown_with(
+        &random(4000, &mut Rng(4002)),
+        one.block_size(64).expected_size(1 << 10),
+        9,
+    );
 }
 
 /// Stats report each level and the bytes merges wrote; the background

@@ -91,7 +91,7 @@ pub fn stats(s: &Stats) -> String {
             "\"pending\":{},\"tombstones\":{},\"bytes_on_disk\":{},\"table_bytes\":{},",
             "\"prefix_bits\":{},\"plan_blocks\":{},\"expected_size\":{},\"compaction_error\":{},",
             "\"tables_in_memory\":{},\"id_bytes\":{},\"sketches\":{},\"idf_documents\":{},",
-            "\"levels\":{},\"merge_bytes_written\":{},\"upper_set_bytes\":{}}}"
+            "\"levels\":{},\"merge_bytes_written\":{},\"upper_set_bytes\":{},\"flat_bytes\":{}}}"
         ),
         s.fingerprints,
         s.ids,
@@ -120,6 +120,7 @@ pub fn stats(s: &Stats) -> String {
         s.merge_bytes_written,
         s.upper_set_bytes
             .map_or("null".to_string(), |n| n.to_string()),
+        s.flat_bytes.map_or("null".to_string(), |n| n.to_string()),
     )
 }
 

@@ -583,6 +583,7 @@ impl PyStore {
         d.set_item("levels", levels)?;
         d.set_item("merge_bytes_written", s.merge_bytes_written)?;
         d.set_item("upper_set_bytes", s.upper_set_bytes)?;
+        d.set_item("flat_bytes", s.flat_bytes)?;
         Ok(d)
     }
 

@@ -376,12 +376,16 @@ pub(crate) fn merge_all(
                 filed: false,
             };
             files::file_ids(shared, &out.removed, &mut ids)?;
-            let mut merged = files::file(shared, g, filtered(shared, out))?;
+            let mut merged = files::file(shared, g, filtered(shared, target, out))?;
             merged.ids = Some(ids);
             return Ok(merged);
         }
         let out = if t == 0 {
-            filtered(shared, merge(&tables[g], adds, removes, shared.block_size)?)
+            filtered(
+                shared,
+                target,
+                merge(&tables[g], adds, removes, shared.block_size)?,
+            )
         } else {
             merge(
                 &tables[g],
@@ -411,15 +415,16 @@ const PARALLEL_MERGE_MIN: usize = 1 << 14;
 /// [`TableState::filtered`]): every write asks it whether it holds a
 /// fingerprint. A handle that has not written yet (a bulk load, which
 /// asks no table) builds none: its first write has it built, as for the
-/// tables read at open (see [`filters`](super::filters)).
-fn filtered(shared: &Shared, out: MergeOutput) -> MergeOutput {
-    if !super::filters::wanted(shared) {
-        return out;
-    }
-    MergeOutput {
-        state: out.state.filtered(),
-        ..out
-    }
+/// tables read at open (see [`filters`](super::filters)). Level 0's of a
+/// one-table store also gets its flat sequence (see [`flats`](super::flats)).
+fn filtered(shared: &Shared, level: usize, out: MergeOutput) -> MergeOutput {
+    let state = super::flats::flattened(shared, level, out.state);
+    let state = if super::filters::wanted(shared) {
+        state.filtered()
+    } else {
+        state
+    };
+    MergeOutput { state, ..out }
 }
 
 /// A write batch with room for [`write_tables`] of `outputs` and a few

@@ -8,6 +8,7 @@ mod compactor;
 mod entry;
 mod files;
 mod filters;
+mod flats;
 mod health;
 mod ids;
 mod levels;
@@ -147,6 +148,7 @@ impl Store {
                 // them otherwise).
                 let _one_at_a_time = shared.locks.merging();
                 filters::install(&shared);
+                flats::install(&shared);
                 upper::install(&shared);
             }
             warmer

@@ -242,7 +242,10 @@ impl Options {
     /// until reopened. A store held whole in memory also keeps its levels
     /// above level 0 as one uncompressed set for queries (8 bytes a
     /// fingerprint a table, see [`Stats::upper_set_bytes`](super::Stats::upper_set_bytes)),
-    /// outside the budget.
+    /// and a one-table store its level 0 also as one flat sequence for
+    /// header probes (about `64 - header + 2.5` bits a fingerprint, see
+    /// [`Stats::flat_bytes`](super::Stats::flat_bytes)), both outside the
+    /// budget.
     pub fn memory_budget(mut self, bytes: u64) -> Self {
         self.memory_budget = Some(bytes);
         self

@@ -8,7 +8,7 @@ use super::shared::Shared;
 use super::state::State;
 use crate::error::{Error, Result};
 use crate::plan::vosh;
-use crate::table::ProbeStart;
+use crate::table::{FlatStart, ProbeStart};
 
 /// A stored fingerprint within the asked distance of a query.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -289,15 +289,23 @@ fn run_stages(state: &State, probes: &mut [Probe]) {
     let upper = state.upper.as_deref().filter(|u| u.len() > 0);
     let runs = [pending, upper];
     for p in probes.iter_mut() {
-        p.block = state.tables[p.t].probe_block(p.keys.clone(), p.lo, p.hi);
+        let table = &state.tables[p.t];
+        match table.flat() {
+            Some(flat) => flat.touch_upper(p.header),
+            None => p.block = table.probe_block(p.keys.clone(), p.lo, p.hi),
+        }
         if p.t < state.per_level {
             runs.iter()
                 .flatten()
                 .for_each(|r| r.touch_directory(p.t, (p.lo, p.hi)));
         }
     }
-    for p in probes.iter() {
-        state.tables[p.t].probe_touch(p.block, p.lo, p.hi);
+    for p in probes.iter_mut() {
+        let table = &state.tables[p.t];
+        match table.flat() {
+            Some(flat) => p.flat = Some(flat.start(p.header)),
+            None => table.probe_touch(p.block, p.lo, p.hi),
+        }
         if p.t < state.per_level {
             runs.iter()
                 .flatten()
@@ -305,7 +313,9 @@ fn run_stages(state: &State, probes: &mut [Probe]) {
         }
     }
     for p in probes.iter_mut() {
-        p.start = Some(state.tables[p.t].probe_start_at(p.block, p.lo));
+        if p.flat.is_none() {
+            p.start = Some(state.tables[p.t].probe_start_at(p.block, p.lo));
+        }
     }
 }
 
@@ -325,11 +335,15 @@ fn scan_probes(
         lo,
         hi,
         start,
+        header,
+        flat,
         ..
     } in probes
     {
         let spec = &shared.plan.tables()[t % state.per_level];
-        let Some(start) = start else { continue };
+        if start.is_none() && flat.is_none() {
+            continue;
+        }
         // Pending fingerprints and the upper levels' are probed with level
         // 0's tables.
         let runs_t = if t < state.per_level { t } else { usize::MAX };
@@ -348,11 +362,22 @@ fn scan_probes(
                 return Ok(found);
             }
         }
-        // The distance test runs inside the decoding loop; the rare near
-        // value comes out to be recorded.
-        state.tables[t].scan_near(start, lo, hi, q, k, |p, d| {
-            !accept(spec, state, p, d, &mut found) || !first
-        })?;
+        let table = &state.tables[t];
+        match (flat, table.flat(), start) {
+            (Some(at), Some(values), _) => {
+                values.near(at, header, q, k, |p, d| {
+                    !accept(spec, state, p, d, &mut found) || !first
+                });
+            }
+            // The distance test runs inside the decoding loop; the rare
+            // near value comes out to be recorded.
+            (_, _, Some(start)) => {
+                table.scan_near(start, lo, hi, q, k, |p, d| {
+                    !accept(spec, state, p, d, &mut found) || !first
+                })?;
+            }
+            _ => {}
+        }
         if first && !found.is_empty() {
             return Ok(found);
         }
@@ -369,6 +394,10 @@ struct Probe {
     keys: std::ops::Range<usize>,
     block: usize,
     start: Option<ProbeStart>,
+    /// When table `t` is read flat (see [`TableState::flat`](crate::table::TableState::flat)):
+    /// the header probed, and where its run starts (the last stage).
+    header: u64,
+    flat: Option<FlatStart>,
 }
 
 impl Probe {
@@ -387,14 +416,25 @@ impl Probe {
         let spec = &shared.plan.tables()[t % state.per_level];
         let q = spec.permutation.apply(fp);
         let (lo, hi) = spec.prefix_range(q ^ mask);
+        let table = &state.tables[t];
+        let (keys, header) = match table.flat() {
+            Some(flat) => {
+                let header = flat.header(lo);
+                flat.touch_sample(header);
+                (0..0, header)
+            }
+            None => (table.probe_keys(lo), 0),
+        };
         Probe {
             t,
             q,
             lo,
             hi,
-            keys: state.tables[t].probe_keys(lo),
+            keys,
             block: 0,
             start: None,
+            header,
+            flat: None,
         }
     }
 }

@@ -59,6 +59,12 @@ pub struct Stats {
     /// and their directories); `None` while it is not built (until the
     /// tables are read into memory, or when they are not held there).
     pub upper_set_bytes: Option<u64>,
+    /// Bytes of the flat copy of a one-table store's level 0 that header
+    /// probes read instead of its blocks (about `64 - header + 2.5` bits
+    /// a fingerprint); `None` while it is not built (until the table is
+    /// read into memory, when it is not held there, or on a store of
+    /// several tables).
+    pub flat_bytes: Option<u64>,
 }
 
 /// Counts and sizes of one level of tables.
@@ -104,6 +110,11 @@ pub(crate) fn stats(shared: &Shared) -> Stats {
             })
             .collect(),
         upper_set_bytes: state.upper.as_ref().map(|u| u.heap_bytes()),
+        flat_bytes: state
+            .tables
+            .first()
+            .and_then(|t| t.flat())
+            .map(|f| f.heap_bytes() as u64),
         merge_bytes_written: shared
             .merge_bytes
             .load(std::sync::atomic::Ordering::Relaxed),

@@ -246,6 +246,7 @@ pub(crate) fn warm(shared: &Shared) -> Result<()> {
         state.tables = Arc::new(settled);
     }
     super::filters::install(shared);
+    super::flats::install(shared);
     super::upper::install(shared);
     super::memory::release_free_memory(shared);
     Ok(())

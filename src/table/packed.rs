@@ -738,7 +738,7 @@ fn sig_bits(low_bits: u32) -> u32 {
 /// The position of the `rank`-th set bit of `word` (which has more than
 /// `rank`).
 #[inline(always)]
-fn select_in_word(word: u64, rank: u32) -> u32 {
+pub(super) fn select_in_word(word: u64, rank: u32) -> u32 {
     let mut rank = rank;
     let mut shift = 0;
     loop {

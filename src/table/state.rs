@@ -6,7 +6,7 @@ use std::sync::{Arc, OnceLock};
 
 use zerocopy::FromBytes;
 
-use super::{BlockSource, Bytes, Codebook, Filter, Loader, Packed};
+use super::{BlockSource, Bytes, Codebook, Filter, Flat, FlatBuilder, Loader, Packed};
 use crate::codec::{BlockHeader, BlockView, Code};
 use crate::error::{Error, Result};
 use crate::format::records::IndexEntry;
@@ -29,6 +29,9 @@ pub struct TableState {
     /// Every fingerprint of the table, when built (see
     /// [`filtered`](Self::filtered)).
     pub(super) filter: Option<Arc<Filter>>,
+    /// Every fingerprint of the table as one flat sequence by header, when
+    /// built (see [`flattened`](Self::flattened)).
+    pub(super) flat: Option<Arc<Flat>>,
 }
 
 /// Where a table's blocks live besides its slots.
@@ -135,6 +138,7 @@ impl TableState {
             fingerprints,
             storage,
             filter: None,
+            flat: None,
         }
     }
 
@@ -159,6 +163,40 @@ impl TableState {
         }
         self.filter = Some(Arc::new(filter));
         self
+    }
+
+    /// The table with its fingerprints also held as one flat sequence by
+    /// their top `header_bits` bits (see [`Flat`]), which a probe of one
+    /// header reads instead of the blocks, when its blocks are held in
+    /// memory and the sequence is built for such a table (see
+    /// [`FlatBuilder::new`]); unchanged otherwise. Built for a one-table
+    /// store's level 0. A block that does not decode leaves the table
+    /// without it (its probes report the block).
+    pub fn flattened(mut self, header_bits: u8) -> Self {
+        if !self.storage.memory || self.flat.is_some() {
+            return self;
+        }
+        let Some(mut builder) = FlatBuilder::new(u32::from(header_bits), self.fingerprints) else {
+            return self;
+        };
+        let mut block = Vec::new();
+        for j in 0..self.keys.len() {
+            if self.decode_block(j, &mut block).is_err() {
+                return self;
+            }
+            if !block.iter().all(|&v| builder.push(v)) {
+                return self;
+            }
+        }
+        self.flat = builder.finish().map(Arc::new);
+        self
+    }
+
+    /// The flat sequence of the table's fingerprints, when built (see
+    /// [`flattened`](Self::flattened)).
+    #[inline(always)]
+    pub fn flat(&self) -> Option<&Flat> {
+        self.flat.as_deref()
     }
 
     /// Whether the table has a membership filter (see
@@ -221,7 +259,8 @@ impl TableState {
     }
 
     /// Bytes of memory the blocks take as held (packed, or encoded when
-    /// they could not be packed; none on disk), with the block directory.
+    /// they could not be packed; none on disk), with the block directory,
+    /// the filter and the flat sequence.
     pub fn memory_bytes(&self) -> u64 {
         let held: u64 = self
             .blocks
@@ -233,7 +272,8 @@ impl TableState {
             })
             .sum();
         let filter = self.filter.as_ref().map_or(0, |f| f.heap_bytes());
-        held + (self.directory.heap_bytes() + filter) as u64
+        let flat = self.flat.as_ref().map_or(0, |f| f.heap_bytes());
+        held + (self.directory.heap_bytes() + filter + flat) as u64
     }
 
     /// The encoded length of every block, in key order.
@@ -297,6 +337,10 @@ impl TableState {
     /// blocks were held already).
     pub fn settled(&self, problems: &[(u64, String)]) -> TableState {
         let mut table = self.clone();
+        if !problems.is_empty() {
+            // Built from blocks now found wanting: their probes report them.
+            table.flat = None;
+        }
         for (key, reason) in problems {
             if let Ok(j) = self.keys.binary_search(key) {
                 table.blocks[j].held = OnceLock::from(Held::Corrupt(reason.as_str().into()));
