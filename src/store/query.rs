@@ -200,6 +200,13 @@ pub(super) fn collect_flipped<M: Iterator<Item = u64>>(
     let mut found = Vec::with_capacity(fps.len());
     let mut probes: Vec<Probe> = Vec::new();
     let mut part: Vec<u64> = Vec::new();
+    // Level 0's table read flat (when it is): its probes go apart, the
+    // other levels' through the stages.
+    let (flat, probe) = match (state.tables.first().and_then(|t| t.flat()), probe) {
+        (Some(flat), [0, rest @ ..]) => (Some(flat), rest),
+        _ => (None, probe),
+    };
+    let mut heads: Vec<(u64, FlatStart)> = Vec::new();
     for (i, &fp) in fps.iter().enumerate() {
         let mut source = masks(i);
         let mut pass = if first { FIRST_FLIP_PASS } else { usize::MAX };
@@ -211,6 +218,14 @@ pub(super) fn collect_flipped<M: Iterator<Item = u64>>(
                 break;
             }
             pass = pass.saturating_mul(2);
+            if let Some(flat) = flat {
+                let stopped = scan_flat(
+                    shared, state, flat, fp, &part, k, first, &mut heads, &mut hits,
+                );
+                if stopped {
+                    break;
+                }
+            }
             probes.clear();
             for &m in &part {
                 for &t in probe {
@@ -226,6 +241,53 @@ pub(super) fn collect_flipped<M: Iterator<Item = u64>>(
         found.push(hits);
     }
     Ok(found)
+}
+
+/// [`collect_flipped`]'s probes of level 0 when its table is read flat:
+/// the headers of `fp` with each of `masks` flipped, their stages run for
+/// all before the next (the sample, the bit vector's words, the run's
+/// start), then scanned with the pending and upper runs sharing them.
+/// Returns whether `first` stopped at a match.
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+fn scan_flat(
+    shared: &Shared,
+    state: &State,
+    flat: &crate::table::Flat,
+    fp: u64,
+    masks: &[u64],
+    k: u32,
+    first: bool,
+    heads: &mut Vec<(u64, FlatStart)>,
+    found: &mut Vec<(u64, u32)>,
+) -> bool {
+    let spec = &shared.plan.tables()[0];
+    let q = spec.permutation.apply(fp);
+    heads.clear();
+    heads.extend(masks.iter().map(|&m| {
+        let header = flat.header(q ^ m);
+        flat.touch_sample(header);
+        (header, FlatStart::default())
+    }));
+    for &(header, _) in heads.iter() {
+        flat.touch_upper(header);
+    }
+    for (header, start) in heads.iter_mut() {
+        *start = flat.start(*header);
+    }
+    for &(header, start) in heads.iter() {
+        let (lo, hi) = spec.prefix_range(header << (64 - flat.header_bits()));
+        if scan_runs(spec, state, 0, (lo, hi), q, k, first, found) {
+            return true;
+        }
+        let stopped = flat.near(start, header, q, k, |p, d| {
+            !accept(spec, state, p, d, found) || !first
+        });
+        if stopped {
+            return true;
+        }
+    }
+    false
 }
 
 /// Probes in flight that a first-match pass aims for: a pass takes as
@@ -289,23 +351,15 @@ fn run_stages(state: &State, probes: &mut [Probe]) {
     let upper = state.upper.as_deref().filter(|u| u.len() > 0);
     let runs = [pending, upper];
     for p in probes.iter_mut() {
-        let table = &state.tables[p.t];
-        match table.flat() {
-            Some(flat) => flat.touch_upper(p.header),
-            None => p.block = table.probe_block(p.keys.clone(), p.lo, p.hi),
-        }
+        p.block = state.tables[p.t].probe_block(p.keys.clone(), p.lo, p.hi);
         if p.t < state.per_level {
             runs.iter()
                 .flatten()
                 .for_each(|r| r.touch_directory(p.t, (p.lo, p.hi)));
         }
     }
-    for p in probes.iter_mut() {
-        let table = &state.tables[p.t];
-        match table.flat() {
-            Some(flat) => p.flat = Some(flat.start(p.header)),
-            None => table.probe_touch(p.block, p.lo, p.hi),
-        }
+    for p in probes.iter() {
+        state.tables[p.t].probe_touch(p.block, p.lo, p.hi);
         if p.t < state.per_level {
             runs.iter()
                 .flatten()
@@ -313,9 +367,7 @@ fn run_stages(state: &State, probes: &mut [Probe]) {
         }
     }
     for p in probes.iter_mut() {
-        if p.flat.is_none() {
-            p.start = Some(state.tables[p.t].probe_start_at(p.block, p.lo));
-        }
+        p.start = Some(state.tables[p.t].probe_start_at(p.block, p.lo));
     }
 }
 
@@ -335,54 +387,58 @@ fn scan_probes(
         lo,
         hi,
         start,
-        header,
-        flat,
         ..
     } in probes
     {
         let spec = &shared.plan.tables()[t % state.per_level];
-        if start.is_none() && flat.is_none() {
-            continue;
-        }
+        let Some(start) = start else { continue };
         // Pending fingerprints and the upper levels' are probed with level
         // 0's tables.
-        let runs_t = if t < state.per_level { t } else { usize::MAX };
-        let stopped = state.pending.near(runs_t, (lo, hi), q, k, |p, d| {
-            found.push((spec.permutation.invert(p), d));
-            !first
-        });
-        if stopped {
+        if t < state.per_level && scan_runs(spec, state, t, (lo, hi), q, k, first, &mut found) {
             return Ok(found);
         }
-        if let Some(upper) = state.upper.as_deref() {
-            let stopped = upper.near(runs_t, (lo, hi), q, k, |p, d| {
-                !accept(spec, state, p, d, &mut found) || !first
-            });
-            if stopped {
-                return Ok(found);
-            }
-        }
-        let table = &state.tables[t];
-        match (flat, table.flat(), start) {
-            (Some(at), Some(values), _) => {
-                values.near(at, header, q, k, |p, d| {
-                    !accept(spec, state, p, d, &mut found) || !first
-                });
-            }
-            // The distance test runs inside the decoding loop; the rare
-            // near value comes out to be recorded.
-            (_, _, Some(start)) => {
-                table.scan_near(start, lo, hi, q, k, |p, d| {
-                    !accept(spec, state, p, d, &mut found) || !first
-                })?;
-            }
-            _ => {}
-        }
+        // The distance test runs inside the decoding loop; the rare near
+        // value comes out to be recorded.
+        state.tables[t].scan_near(start, lo, hi, q, k, |p, d| {
+            !accept(spec, state, p, d, &mut found) || !first
+        })?;
         if first && !found.is_empty() {
             return Ok(found);
         }
     }
     Ok(found)
+}
+
+/// Table `t` of level 0's share of the pending fingerprints' runs and of
+/// the upper levels' set: its values in `lo..=hi` within `k` of `q` into
+/// `found`; returns whether `first` stopped the scan at one.
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+fn scan_runs(
+    spec: &crate::plan::TableSpec,
+    state: &State,
+    t: usize,
+    range: (u64, u64),
+    q: u64,
+    k: u32,
+    first: bool,
+    found: &mut Vec<(u64, u32)>,
+) -> bool {
+    if state.pending.len() > 0 {
+        let stopped = state.pending.near(t, range, q, k, |p, d| {
+            found.push((spec.permutation.invert(p), d));
+            !first
+        });
+        if stopped {
+            return true;
+        }
+    }
+    match state.upper.as_deref() {
+        Some(upper) if upper.len() > 0 => upper.near(t, range, q, k, |p, d| {
+            !accept(spec, state, p, d, found) || !first
+        }),
+        _ => false,
+    }
 }
 
 /// One table's probe of a query, filled in stage by stage.
@@ -394,10 +450,6 @@ struct Probe {
     keys: std::ops::Range<usize>,
     block: usize,
     start: Option<ProbeStart>,
-    /// When table `t` is read flat (see [`TableState::flat`](crate::table::TableState::flat)):
-    /// the header probed, and where its run starts (the last stage).
-    header: u64,
-    flat: Option<FlatStart>,
 }
 
 impl Probe {
@@ -416,25 +468,14 @@ impl Probe {
         let spec = &shared.plan.tables()[t % state.per_level];
         let q = spec.permutation.apply(fp);
         let (lo, hi) = spec.prefix_range(q ^ mask);
-        let table = &state.tables[t];
-        let (keys, header) = match table.flat() {
-            Some(flat) => {
-                let header = flat.header(lo);
-                flat.touch_sample(header);
-                (0..0, header)
-            }
-            None => (table.probe_keys(lo), 0),
-        };
         Probe {
             t,
             q,
             lo,
             hi,
-            keys,
+            keys: state.tables[t].probe_keys(lo),
             block: 0,
             start: None,
-            header,
-            flat: None,
         }
     }
 }

@@ -48,7 +48,8 @@ pub struct Flat {
 
 /// Where a header's run starts in a [`Flat`]: its first value's index and
 /// that value's bit in the bit vector (set when the run is not empty).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// The default is header 0's start.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct FlatStart {
     index: u64,
     bit: u64,
