@@ -88,8 +88,8 @@ impl FlatBuilder {
             len,
             pushed: 0,
             last: 0,
-            upper: vec![0; upper_words + 1],
-            lows: vec![0; lows_words + 1],
+            upper: zeroed(upper_words + 1),
+            lows: zeroed(lows_words + 1),
         })
     }
 
@@ -151,7 +151,7 @@ impl FlatBuilder {
             return None;
         }
         let headers = 1u64 << self.header_bits;
-        let mut samples = Vec::with_capacity(headers.div_ceil(SAMPLE) as usize);
+        let mut samples = crate::pages::with_capacity(headers.div_ceil(SAMPLE) as usize);
         // Zero number `seen` is the next one met; every SAMPLE-th is kept.
         let mut seen = 0u64;
         for (w, &word) in self.upper.iter().enumerate() {
@@ -177,6 +177,14 @@ impl FlatBuilder {
             lows: self.lows.into_boxed_slice(),
         })
     }
+}
+
+/// `n` zero words, in memory marked for huge pages when large (probes
+/// read them at random: see [`pages`](crate::pages)).
+fn zeroed(n: usize) -> Vec<u64> {
+    let mut words = crate::pages::with_capacity(n);
+    words.resize(n, 0);
+    words
 }
 
 fn low_mask(bits: u32) -> u64 {
