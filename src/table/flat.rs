@@ -17,8 +17,8 @@
 //! value plus `1 + 32 / SAMPLE` bits a header; with the header about
 //! `log2` of the values, about `64 - header + 2.5` bits a value.
 
-use super::packed::select_in_word;
 use super::prefetch;
+use super::select::select_in_word;
 
 /// Zeros of the bit vector between two samples of their positions.
 const SAMPLE: u64 = 64;

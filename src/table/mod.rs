@@ -12,6 +12,7 @@ mod merge;
 mod packed;
 mod probe;
 mod scan;
+mod select;
 mod state;
 #[cfg(test)]
 mod tests;

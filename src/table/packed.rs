@@ -23,6 +23,7 @@
 use zerocopy::IntoBytes;
 
 use super::chunks::{Chunks, Words};
+use super::select::select_in_word;
 
 /// Blocks whose low parts are narrower than this have no signatures and
 /// are scanned value by value, high part and all: their low parts'
@@ -732,27 +733,6 @@ fn sig_bits(low_bits: u32) -> u32 {
         low_bits.min(SIG_BITS)
     } else {
         0
-    }
-}
-
-/// The position of the `rank`-th set bit of `word` (which has more than
-/// `rank`).
-#[inline(always)]
-pub(super) fn select_in_word(word: u64, rank: u32) -> u32 {
-    let mut rank = rank;
-    let mut shift = 0;
-    loop {
-        let byte = (word >> shift) as u8;
-        let ones = byte.count_ones();
-        if rank < ones {
-            let mut byte = byte;
-            for _ in 0..rank {
-                byte &= byte - 1;
-            }
-            return shift + byte.trailing_zeros();
-        }
-        rank -= ones;
-        shift += 8;
     }
 }
 
