@@ -145,8 +145,10 @@ pub struct Flips {
     n: usize,
     /// Header bit numbers, likeliest first.
     bits: [u8; MAX_HEADER],
-    /// Their odds `p/(1−p)`, in the same order.
-    odds: [f64; MAX_HEADER],
+    /// `step[i]`: the odds `p/(1−p)` of bit `i + 1` of that order over
+    /// those of bit `i` (what moving a set's bit one place down the order
+    /// multiplies its odds by).
+    step: [f64; MAX_HEADER],
     heap: BinaryHeap<Node>,
     covered: f64,
     goal: f64,
@@ -198,10 +200,14 @@ impl Flips {
         for h in 1..=k {
             heap.push(node(odds[..h].iter().product(), &first[..h]));
         }
+        let mut step = [0f64; MAX_HEADER];
+        for i in 1..n {
+            step[i - 1] = odds[i] / odds[i - 1];
+        }
         Self {
             n,
             bits,
-            odds,
+            step,
             heap,
             covered: 0.0,
             goal: stop.recall * total,
@@ -232,7 +238,7 @@ impl Iterator for Flips {
         let h = node_len(node);
         let last = usize::from(node_at(node, h - 1));
         if last + 1 < self.n {
-            let stepped = odds / self.odds[last] * self.odds[last + 1];
+            let stepped = odds * self.step[last];
             self.heap.push(node_step(node, h - 1, stepped));
         }
         let mut mask = 1u64 << self.bits[last];
@@ -244,7 +250,7 @@ impl Iterator for Flips {
             if !branched && next - at >= 2 {
                 branched = true;
                 if next - at == 2 {
-                    let stepped = odds / self.odds[at] * self.odds[at + 1];
+                    let stepped = odds * self.step[at];
                     self.heap.push(node_step(node, j, stepped));
                 }
             }
