@@ -39,15 +39,10 @@ pub(super) fn install(shared: &Shared) {
     let built = super::parallel::map_indexed(wanted.len(), super::parallel::cores(), |i| {
         tables[wanted[i]].clone().filtered()
     });
-    let mut state = shared.state.write();
-    if !Arc::ptr_eq(&state.tables, &tables) {
-        return;
-    }
-    let mut new = tables.to_vec();
-    for (t, table) in wanted.into_iter().zip(built) {
-        new[t] = table;
-    }
-    state.tables = Arc::new(new);
+    shared
+        .state
+        .write()
+        .replace_tables(&tables, wanted.into_iter().zip(built));
 }
 
 /// Whether the handle has written and some level's table 0 held in

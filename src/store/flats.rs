@@ -39,13 +39,7 @@ pub(super) fn install(shared: &Shared) {
     if built.flat().is_none() {
         return;
     }
-    let mut state = shared.state.write();
-    if !Arc::ptr_eq(&state.tables, &tables) {
-        return;
-    }
-    let mut new = tables.to_vec();
-    new[0] = built;
-    state.tables = Arc::new(new);
+    shared.state.write().replace_tables(&tables, [(0, built)]);
 }
 
 /// The table as a merge into level 0 of a one-table store wrote it, with

@@ -48,6 +48,25 @@ pub struct State {
 }
 
 impl State {
+    /// Puts each `(t, table)` of `built` in place of table `t`, when the
+    /// tables are still `read` (the snapshot they were built from outside
+    /// the lock; a merge may have swapped in others meanwhile, which
+    /// then stay).
+    pub fn replace_tables(
+        &mut self,
+        read: &Arc<Vec<TableState>>,
+        built: impl IntoIterator<Item = (usize, TableState)>,
+    ) {
+        if !Arc::ptr_eq(&self.tables, read) {
+            return;
+        }
+        let mut new = read.to_vec();
+        for (t, table) in built {
+            new[t] = table;
+        }
+        self.tables = Arc::new(new);
+    }
+
     /// Number of levels.
     pub fn levels(&self) -> usize {
         self.tables.len() / self.per_level.max(1)

@@ -346,6 +346,7 @@ impl Flat {
     }
 
     /// The values of `header`'s run, in order.
+    #[cfg(test)]
     pub fn run(&self, header: u64) -> Vec<u64> {
         let mut out = Vec::new();
         self.near(self.start(header), header, 0, 64, |v, _| {
