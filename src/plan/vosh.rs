@@ -18,6 +18,11 @@
 //! probability of all sets of at most `k` bits (the elementary symmetric
 //! sums of the odds give that total without listing the sets), or at the
 //! probe budget.
+//!
+//! A query for all matches needs the sets, not their order: [`likeliest`]
+//! lists every set above a bound by a pruned depth-first walk and picks
+//! the ones the heap would take by bucketing their odds, without the
+//! heap's logarithmic steps.
 
 use std::collections::BinaryHeap;
 
@@ -122,6 +127,9 @@ fn node_step(n: Node, i: usize, odds: f64) -> Node {
     (stepped & u128::from(u64::MAX)) | u128::from(odds.to_bits()) << 64
 }
 
+/// How far above [`likeliest`]'s safe bound its first walk lists sets.
+const HOPEFUL: f64 = 32.0;
+
 /// The smallest odds a bit is given, so that products of up to 8 of them
 /// stay normal numbers and comparable.
 const MIN_ODDS: f64 = 1e-30;
@@ -157,18 +165,32 @@ pub struct Flips {
     taken: usize,
 }
 
-impl Flips {
-    /// The flip sets of [`flips`], to be taken in order.
-    pub fn new(header: &[u8], p: impl Fn(u8) -> f64, k: u8, stop: Budget) -> Self {
+/// A query's header bits ordered likeliest first, with their odds and
+/// the total odds of the sets of at most `k` of them.
+struct Order {
+    /// Header bits in use.
+    n: usize,
+    /// The largest set size, at most `n` and 8.
+    k: usize,
+    /// Header bit numbers, likeliest first.
+    bits: [u8; MAX_HEADER],
+    /// Their odds `p/(1−p)`, at most 1, in the same order.
+    odds: [f64; MAX_HEADER],
+    /// The sum of the odds products of every set of at most `k` bits, the
+    /// empty set's 1 included.
+    total: f64,
+}
+
+impl Order {
+    fn new(header: &[u8], p: impl Fn(u8) -> f64, k: u8) -> Self {
         let header = &header[..header.len().min(MAX_HEADER)];
         let n = header.len();
         let k = usize::from(k.min(8)).min(n);
-        // Likeliest first, ties by bit number: the odds are positive, so
-        // their bits order as they do.
-        // One word a bit, which sorts without branches: the odds' bits
-        // (below 2^62, odds being at most 1) inverted so the likeliest
-        // sorts first, less their lowest 4 (odds within 2^-48 of each other
-        // are ordered by bit number), then the bit number in the low 6.
+        // Likeliest first, ties by bit number, sorted as one word a bit
+        // (which sorts without branches): the odds' bits (below 2^62, odds
+        // being at most 1) inverted so the likeliest sorts first, less
+        // their lowest 4 (odds within 2^-48 of each other are ordered by
+        // bit number), then the bit number in the low 6.
         let mut order = [0u64; MAX_HEADER];
         let mut odds_of = [0f64; MAX_HEADER];
         for (o, &b) in order.iter_mut().zip(header) {
@@ -194,7 +216,30 @@ impl Flips {
                 e[h] += e[h - 1] * o;
             }
         }
-        let total: f64 = e[..=k].iter().sum();
+        Self {
+            n,
+            k,
+            bits,
+            odds,
+            total: e[..=k].iter().sum(),
+        }
+    }
+}
+
+impl Flips {
+    /// The flip sets of [`flips`], to be taken in order.
+    pub fn new(header: &[u8], p: impl Fn(u8) -> f64, k: u8, stop: Budget) -> Self {
+        Self::ordered(&Order::new(header, p, k), stop)
+    }
+
+    fn ordered(order: &Order, stop: Budget) -> Self {
+        let Order {
+            n,
+            k,
+            bits,
+            ref odds,
+            total,
+        } = *order;
         let mut heap = BinaryHeap::with_capacity(2 * k + 64);
         let first: [u8; 8] = std::array::from_fn(|i| i as u8);
         for h in 1..=k {
@@ -257,6 +302,202 @@ impl Iterator for Flips {
             next = at;
         }
         Some(mask)
+    }
+}
+
+/// The flip masks [`flips`] takes, found without the heap: the empty mask
+/// first, then the others in decreasing odds to within an eighth of a
+/// halving (sets of equal odds may be taken in another order than the
+/// heap's). Every set whose odds are at least a bound (which leaves out
+/// less than the probability the budget gives up) is listed by a
+/// depth-first walk that stops a branch at the first bit taking it below
+/// the bound; the sets are then bucketed by their odds, whole buckets
+/// taken by their sums, and only the bucket where the budget is met is
+/// sorted.
+pub fn likeliest(header: &[u8], p: impl Fn(u8) -> f64, k: u8, stop: Budget) -> Vec<u64> {
+    let order = Order::new(header, p, k);
+    let count = exact_count(order.n as u8, order.k as u8);
+    let goal = stop.recall * order.total;
+    let bound = if stop.recall >= 1.0 {
+        if (stop.max_probes as u64) < count {
+            // A probe limit alone: the likeliest, which only the heap
+            // finds without listing every set.
+            return Flips::ordered(&order, stop).collect();
+        }
+        0.0
+    } else if goal <= 1.0 || stop.max_probes <= 1 {
+        return vec![0];
+    } else {
+        // Fewer than `count` sets have odds below the bound, so together
+        // they weigh less than `total − goal`: the sets at or above it
+        // cover the goal.
+        (order.total - goal) / count as f64
+    };
+    SCRATCH.with_borrow_mut(|scratch| {
+        let Scratch { sets, edge } = scratch;
+        listed(&order, bound, goal, stop, sets, edge)
+    })
+}
+
+/// [`likeliest`]'s lists, kept by each thread from one query to the
+/// next.
+#[derive(Default)]
+struct Scratch {
+    sets: Vec<u128>,
+    edge: Vec<u128>,
+}
+
+thread_local! {
+    static SCRATCH: std::cell::RefCell<Scratch> = std::cell::RefCell::default();
+}
+
+/// [`likeliest`] once the safe `bound` is known (0: every set), with
+/// `sets` and `edge` to list into.
+fn listed(
+    order: &Order,
+    bound: f64,
+    goal: f64,
+    stop: Budget,
+    sets: &mut Vec<u128>,
+    edge: &mut Vec<u128>,
+) -> Vec<u64> {
+    if bound == 0.0 {
+        sets.clear();
+        if order.k > 0 {
+            walk(order, 0, order.k, 1.0, 0, 0.0, sets);
+        }
+        return take_likeliest(sets, f64::INFINITY, usize::MAX, edge, true).unwrap_or_default();
+    }
+    // A bound some way above the safe one first: the likeliest sets nearly
+    // always cover the goal with far fewer listed.
+    for bound in [bound * HOPEFUL, bound] {
+        sets.clear();
+        if order.k > 0 {
+            walk(order, 0, order.k, 1.0, 0, bound, sets);
+        }
+        if let Some(out) = take_likeliest(sets, goal, stop.max_probes, edge, false) {
+            return out;
+        }
+    }
+    // Rounding left the sets above the safe bound a hair short: take
+    // them in order.
+    Flips::ordered(order, stop).collect()
+}
+
+/// Buckets [`take_likeliest`] sorts sets into: an eighth of a halving of
+/// the odds each, from odds 1 down.
+const BUCKETS: usize = 128;
+
+/// The bucket of a set with odds `odds` (at most 1).
+fn bucket(odds: f64) -> usize {
+    let below = 1f64.to_bits().saturating_sub(odds.to_bits()) >> 49;
+    (below as usize).min(BUCKETS - 1)
+}
+
+/// The masks of the likeliest of `sets` (odds' bits over mask, in any
+/// order) that the search takes, the empty mask first: in decreasing
+/// odds while fewer than `max_probes` are taken and the odds covered
+/// (the empty set's 1 included) are below `goal`; all of them when
+/// `every` (they are every set), `None` when they stay below both
+/// otherwise. Whole buckets are taken by their sums; only the
+/// bucket where the search stops is sorted.
+fn take_likeliest(
+    sets: &[u128],
+    goal: f64,
+    max_probes: usize,
+    edge: &mut Vec<u128>,
+    every: bool,
+) -> Option<Vec<u64>> {
+    let odds = |s: u128| f64::from_bits((s >> 64) as u64);
+    let mut sums = [0f64; BUCKETS];
+    let mut counts = [0u32; BUCKETS];
+    for &s in sets {
+        let b = bucket(odds(s));
+        sums[b] += odds(s);
+        counts[b] += 1;
+    }
+    let most = max_probes.saturating_sub(1);
+    let mut covered = 1.0;
+    let mut taken = 0usize;
+    let mut cut = BUCKETS;
+    for b in 0..BUCKETS {
+        if taken + counts[b] as usize >= most || covered + sums[b] >= goal {
+            cut = b;
+            break;
+        }
+        covered += sums[b];
+        taken += counts[b] as usize;
+    }
+    if cut == BUCKETS {
+        if !every {
+            return None;
+        }
+        // Nothing cut: the last bucket is taken as the cut one is.
+        cut = BUCKETS - 1;
+    }
+    // The sets of the buckets above the cut go to their bucket's place in
+    // `out`, bucket after bucket; the others to places past those, cut
+    // off after. Without branches, which would mispredict about every
+    // other set: each set is also written to `edge`, and kept there when
+    // it is in the cut bucket.
+    let mut place = 1u32;
+    for count in &mut counts[..=cut] {
+        let here = *count;
+        *count = place;
+        place += here;
+    }
+    let first_past = counts[cut] as usize;
+    let edge_len = place as usize - first_past;
+    let mut out = vec![0u64; sets.len() + 1];
+    edge.clear();
+    edge.resize(edge_len + 1, 0);
+    let mut e = 0;
+    for &s in sets {
+        let b = bucket(odds(s));
+        let at = &mut counts[b.min(cut)];
+        out[*at as usize] = s as u64;
+        *at += 1;
+        edge[e] = s;
+        e += usize::from(b == cut);
+    }
+    out.truncate(first_past);
+    let edge = &mut edge[..e];
+    edge.sort_unstable();
+    for &s in edge.iter().rev() {
+        if taken >= most || covered >= goal {
+            break;
+        }
+        covered += odds(s);
+        taken += 1;
+        out.push(s as u64);
+    }
+    Some(out)
+}
+
+/// [`likeliest`]'s walk: every set extending `mask` (whose odds are
+/// `odds`) by up to `left` of the bits from place `from` on with odds at
+/// least `bound`, pushed as the odds' bits over the mask. `left` is at
+/// least 1.
+fn walk(
+    order: &Order,
+    from: usize,
+    left: usize,
+    odds: f64,
+    mask: u64,
+    bound: f64,
+    sets: &mut Vec<u128>,
+) {
+    for i in from..order.n {
+        let o = odds * order.odds[i];
+        // The odds are in decreasing order: no later bit does better.
+        if o < bound {
+            break;
+        }
+        let m = mask | 1u64 << order.bits[i];
+        sets.push(u128::from(o.to_bits()) << 64 | u128::from(m));
+        if left > 1 {
+            walk(order, i + 1, left - 1, o, m, bound, sets);
+        }
     }
 }
 
@@ -441,6 +682,90 @@ mod tests {
                 );
             }
         }
+    }
+
+    /// The odds product of a mask's bits.
+    fn odds_of(m: u64, odds: impl Fn(u8) -> f64) -> f64 {
+        (0..64u8).filter(|&b| m >> b & 1 == 1).map(odds).product()
+    }
+
+    /// [`likeliest`] takes as many sets as [`flips`] and sets of the same
+    /// odds (of equal odds, either may take another), the empty set first
+    /// and none twice: on continuous probabilities and on quantized ones
+    /// full of ties, headers of several widths, sets of up to 8 bits,
+    /// recalls and probe limits.
+    #[test]
+    fn likeliest_takes_what_the_heap_takes() {
+        let mut rng = crate::test_rng::TestRng::new(29);
+        let mut uniform = || (rng.next_u64() >> 11) as f64 / (1u64 << 53) as f64;
+        let budgets = [
+            Budget::recall(0.5),
+            Budget::recall(0.8),
+            Budget::recall(0.95),
+            Budget::recall(0.99),
+            Budget::recall(0.999),
+            Budget {
+                recall: 0.95,
+                max_probes: 10,
+            },
+            Budget::probes(40),
+            Budget::probes(1),
+            EVERYTHING,
+        ];
+        let mut compared = 0;
+        for round in 0..60 {
+            let (width, k) = [(26u8, 3u8), (20, 1), (23, 2), (30, 4), (12, 8), (64, 3)][round % 6];
+            let header: Vec<u8> = (64 - width..64).collect();
+            // Every third round quantized as a volatility is (eight steps
+            // a halving), so many bits share their odds.
+            let p: Vec<f64> = (0..64)
+                .map(|_| {
+                    let p = uniform().powi(3) * 0.5;
+                    if round % 3 == 0 {
+                        (-((-8.0 * p.log2()).round()) / 8.0).exp2()
+                    } else {
+                        p
+                    }
+                })
+                .collect();
+            let odds = |b: u8| {
+                let p = p[usize::from(b)].min(0.5);
+                (p / (1.0 - p)).max(MIN_ODDS)
+            };
+            for budget in budgets {
+                let heap = flips(&header, |b| p[usize::from(b)], k, budget);
+                let walked = likeliest(&header, |b| p[usize::from(b)], k, budget);
+                let context = format!("round {round}, width {width}, k {k}, {budget:?}");
+                assert_eq!(walked.len(), heap.len(), "{context}");
+                assert_eq!(walked[0], 0, "{context}");
+                let mut seen = std::collections::HashSet::new();
+                for &m in &walked {
+                    assert!(seen.insert(m), "{context}: repeated {m:#x}");
+                    assert!(m.count_ones() <= u32::from(k), "{context}");
+                    assert_eq!(m & !(u64::MAX << (64 - width)), 0, "{context}");
+                }
+                // Decreasing odds, to within a bucket's width.
+                let mut later = 0f64;
+                for &m in walked[1..].iter().rev() {
+                    let o = odds_of(m, odds);
+                    assert!(o * 1.2 >= later, "{context}: {m:#x} before likelier sets");
+                    later = later.max(o);
+                }
+                let sorted = |masks: &[u64]| {
+                    let mut o: Vec<f64> = masks.iter().map(|&m| odds_of(m, odds)).collect();
+                    o.sort_by(|a, b| b.total_cmp(a));
+                    o
+                };
+                for (i, (a, b)) in sorted(&walked).iter().zip(sorted(&heap)).enumerate() {
+                    assert!(
+                        (a - b).abs() <= b * 1e-9,
+                        "{context}: set {i}: {a} against {b}"
+                    );
+                }
+                compared += 1;
+            }
+        }
+        assert_eq!(compared, 60 * budgets.len());
     }
 
     #[test]

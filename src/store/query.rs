@@ -670,10 +670,22 @@ fn probabilistic_in_turn(
         if every {
             return collect(shared, state, probe, &fps, k, first);
         }
+        let probe = &state.probes(probe);
+        if first && budget.recall >= 1.0 {
+            // Every set (or a probe limit's likeliest), in decreasing
+            // probability, a pass at a time.
+            let flips = |i: usize| {
+                let v = group[i].1;
+                vosh::Flips::new(&bits, |b| v.probability(b), k8, budget)
+            };
+            return collect_flipped_fast(shared, state, probe, &fps, flips, k, first);
+        }
+        // The sets the budget takes, likeliest first (to within a bucket
+        // of their odds): the same sets with and without `first`.
         let flips = |i: usize| {
             let v = group[i].1;
-            vosh::Flips::new(&bits, |b| v.probability(b), k8, budget)
+            vosh::likeliest(&bits, |b| v.probability(b), k8, budget).into_iter()
         };
-        collect_flipped_fast(shared, state, &state.probes(probe), &fps, flips, k, first)
+        collect_flipped_fast(shared, state, probe, &fps, flips, k, first)
     })
 }
