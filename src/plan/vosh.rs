@@ -321,32 +321,60 @@ impl Iterator for Flips {
 /// first bit taking it below the bound; the sets are then bucketed by
 /// their odds, whole buckets taken by their sums, and only the bucket
 /// where the budget is met is sorted.
-pub fn likeliest(header: &[u8], p: impl Fn(u8) -> f64, k: u8, stop: Budget) -> Vec<u64> {
+pub fn likeliest(header: &[u8], p: impl Fn(u8) -> f64, k: u8, stop: Budget) -> Likeliest {
     let order = Order::new(header, p, k);
-    let count = exact_count(order.n as u8, order.k as u8);
     let goal = stop.recall * order.total;
+    let heap = |order: &Order| Likeliest::Popped(Flips::ordered(order, stop));
     let bound = if stop.recall >= 1.0 {
-        if (stop.max_probes as u64) < count {
+        if (stop.max_probes as u64) < exact_count(order.n as u8, order.k as u8) {
             // A probe limit alone: the likeliest, which only the heap
             // finds without listing every set.
-            return Flips::ordered(&order, stop).collect();
+            return heap(&order);
         }
         0.0
-    } else if goal <= 1.0 || stop.max_probes <= 1 {
-        return vec![0];
-    } else if stop.recall < WALK_FROM {
+    } else if stop.recall < WALK_FROM || goal <= 1.0 || stop.max_probes <= 1 {
         // Few sets: popping them costs less than listing and bucketing.
-        return Flips::ordered(&order, stop).collect();
+        return heap(&order);
     } else {
         // Fewer than `count` sets have odds below the bound, so together
         // they weigh less than `total − goal`: the sets at or above it
         // cover the goal.
+        let count = exact_count(order.n as u8, order.k as u8);
         (order.total - goal) / count as f64
     };
-    SCRATCH.with_borrow_mut(|scratch| {
+    let listed = SCRATCH.with_borrow_mut(|scratch| {
         let Scratch { sets, edge } = scratch;
         listed(&order, bound, goal, stop, sets, edge)
-    })
+    });
+    match listed {
+        Some(masks) => Likeliest::Listed(masks.into_iter()),
+        // Rounding left the sets above the safe bound a hair short: take
+        // them in order.
+        None => heap(&order),
+    }
+}
+
+/// The masks of [`likeliest`], popped from the heap or listed.
+// Lives on the stack for one query: boxing the heap's state would cost an
+// allocation a query.
+#[allow(clippy::large_enum_variant)]
+#[derive(Debug, Clone)]
+pub enum Likeliest {
+    /// Taken from the heap as they are asked for.
+    Popped(Flips),
+    /// Listed already.
+    Listed(std::vec::IntoIter<u64>),
+}
+
+impl Iterator for Likeliest {
+    type Item = u64;
+
+    fn next(&mut self) -> Option<u64> {
+        match self {
+            Likeliest::Popped(flips) => flips.next(),
+            Likeliest::Listed(masks) => masks.next(),
+        }
+    }
 }
 
 /// [`likeliest`]'s lists, kept by each thread from one query to the
@@ -362,7 +390,8 @@ thread_local! {
 }
 
 /// [`likeliest`] once the safe `bound` is known (0: every set), with
-/// `sets` and `edge` to list into.
+/// `sets` and `edge` to list into; `None` when rounding left the sets
+/// above the bound short of the goal.
 fn listed(
     order: &Order,
     bound: f64,
@@ -370,13 +399,13 @@ fn listed(
     stop: Budget,
     sets: &mut Vec<u128>,
     edge: &mut Vec<u128>,
-) -> Vec<u64> {
+) -> Option<Vec<u64>> {
     if bound == 0.0 {
         sets.clear();
         if order.k > 0 {
             walk(order, 0, order.k, 1.0, 0, 0.0, sets);
         }
-        return take_likeliest(sets, f64::INFINITY, usize::MAX, edge, true).unwrap_or_default();
+        return take_likeliest(sets, f64::INFINITY, usize::MAX, edge, true);
     }
     // A bound some way above the safe one first: the likeliest sets nearly
     // always cover the goal with far fewer listed.
@@ -386,12 +415,10 @@ fn listed(
             walk(order, 0, order.k, 1.0, 0, bound, sets);
         }
         if let Some(out) = take_likeliest(sets, goal, stop.max_probes, edge, false) {
-            return out;
+            return Some(out);
         }
     }
-    // Rounding left the sets above the safe bound a hair short: take
-    // them in order.
-    Flips::ordered(order, stop).collect()
+    None
 }
 
 /// Buckets [`take_likeliest`] sorts sets into: an eighth of a halving of
@@ -751,7 +778,8 @@ mod tests {
             };
             for budget in budgets {
                 let heap = flips(&header, |b| p[usize::from(b)], k, budget);
-                let walked = likeliest(&header, |b| p[usize::from(b)], k, budget);
+                let walked: Vec<u64> =
+                    likeliest(&header, |b| p[usize::from(b)], k, budget).collect();
                 let context = format!("round {round}, width {width}, k {k}, {budget:?}");
                 assert_eq!(walked.len(), heap.len(), "{context}");
                 assert_eq!(walked[0], 0, "{context}");

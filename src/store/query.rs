@@ -684,7 +684,7 @@ fn probabilistic_in_turn(
         // of their odds): the same sets with and without `first`.
         let flips = |i: usize| {
             let v = group[i].1;
-            vosh::likeliest(&bits, |b| v.probability(b), k8, budget).into_iter()
+            vosh::likeliest(&bits, |b| v.probability(b), k8, budget)
         };
         collect_flipped_fast(shared, state, probe, &fps, flips, k, first)
     })
