@@ -19,10 +19,11 @@
 //! sums of the odds give that total without listing the sets), or at the
 //! probe budget.
 //!
-//! A query for all matches needs the sets, not their order: [`likeliest`]
-//! lists every set above a bound by a pruned depth-first walk and picks
-//! the ones the heap would take by bucketing their odds, without the
-//! heap's logarithmic steps.
+//! A query needs the sets more than their exact order: for large budgets,
+//! [`likeliest`] lists every set above a bound by a pruned depth-first
+//! walk and picks the ones the heap would take by bucketing their odds,
+//! without the heap's logarithmic steps, likeliest first to within a
+//! bucket.
 
 use std::collections::BinaryHeap;
 
