@@ -139,9 +139,17 @@ fn collect_portable(
 }
 
 /// Headers a one-table store probes in the first pass of a query with
-/// `first` (the likeliest ones); each later pass takes twice as many, and
-/// none follows a pass that found a match.
-const FIRST_FLIP_PASS: usize = 4;
+/// `first` (the likeliest ones); each later pass takes
+/// [`FIRST_FLIP_GROWTH`] times as many, and none follows a pass that
+/// found a match.
+const FIRST_FLIP_PASS: usize = 8;
+
+/// How much larger each pass of a first-match query on a one-table store
+/// is than the one before. Most queries find nothing and take every
+/// pass, and a pass's probes overlap their cache misses only with each
+/// other: few, large passes (8 then 32 headers at budget 0.95) keep those
+/// queries nearly as fast as all-matches ones.
+const FIRST_FLIP_GROWTH: usize = 4;
 
 /// [`collect_flipped`], in the copy compiled for the processor's bit
 /// instructions when it has them (as [`collect`] does): a probe of a
@@ -217,7 +225,7 @@ pub(super) fn collect_flipped<M: Iterator<Item = u64>>(
             if part.is_empty() {
                 break;
             }
-            pass = pass.saturating_mul(2);
+            pass = pass.saturating_mul(FIRST_FLIP_GROWTH);
             if let Some(flat) = flat {
                 let stopped = scan_flat(
                     shared, state, flat, fp, &part, k, first, &mut heads, &mut hits,
