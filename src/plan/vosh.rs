@@ -312,9 +312,11 @@ impl Iterator for Flips {
     }
 }
 
-/// The flip masks [`flips`] takes: the empty mask first, then the others
-/// in decreasing odds to within an eighth of a halving (sets of equal
-/// odds may be taken in another order than the heap's). For a recall of
+/// The flip masks [`flips`] takes: the empty mask first, then the others,
+/// with `in_order` in decreasing odds to within an eighth of a halving
+/// (sets of equal odds may be taken in another order than the heap's),
+/// without it in any order (as an all-matches query needs them). For a
+/// recall of
 /// at least 90% they are found without the heap (below it, and for a
 /// probe limit alone, the heap's are taken): every set whose odds are at
 /// least a bound (which leaves out less than the probability the budget
@@ -322,7 +324,13 @@ impl Iterator for Flips {
 /// first bit taking it below the bound; the sets are then bucketed by
 /// their odds, whole buckets taken by their sums, and only the bucket
 /// where the budget is met is sorted.
-pub fn likeliest(header: &[u8], p: impl Fn(u8) -> f64, k: u8, stop: Budget) -> Likeliest {
+pub fn likeliest(
+    header: &[u8],
+    p: impl Fn(u8) -> f64,
+    k: u8,
+    stop: Budget,
+    in_order: bool,
+) -> Likeliest {
     let order = Order::new(header, p, k);
     let goal = stop.recall * order.total;
     let heap = |order: &Order| Likeliest::Popped(Flips::ordered(order, stop));
@@ -345,7 +353,7 @@ pub fn likeliest(header: &[u8], p: impl Fn(u8) -> f64, k: u8, stop: Budget) -> L
     };
     let listed = SCRATCH.with_borrow_mut(|scratch| {
         let Scratch { sets, edge } = scratch;
-        listed(&order, bound, goal, stop, sets, edge)
+        listed(&order, bound, goal, stop, in_order, sets, edge)
     });
     match listed {
         Some(masks) => Likeliest::Listed(masks.into_iter()),
@@ -398,6 +406,7 @@ fn listed(
     bound: f64,
     goal: f64,
     stop: Budget,
+    in_order: bool,
     sets: &mut Vec<u128>,
     edge: &mut Vec<u128>,
 ) -> Option<Vec<u64>> {
@@ -406,7 +415,7 @@ fn listed(
         if order.k > 0 {
             walk(order, 0, order.k, 1.0, 0, 0.0, sets);
         }
-        return take_likeliest(sets, f64::INFINITY, usize::MAX, edge, true);
+        return take_likeliest(sets, f64::INFINITY, usize::MAX, in_order, edge, true);
     }
     // A bound some way above the safe one first: the likeliest sets nearly
     // always cover the goal with far fewer listed.
@@ -415,7 +424,7 @@ fn listed(
         if order.k > 0 {
             walk(order, 0, order.k, 1.0, 0, bound, sets);
         }
-        if let Some(out) = take_likeliest(sets, goal, stop.max_probes, edge, false) {
+        if let Some(out) = take_likeliest(sets, goal, stop.max_probes, in_order, edge, false) {
             return Some(out);
         }
     }
@@ -433,7 +442,8 @@ fn bucket(odds: f64) -> usize {
 }
 
 /// The masks of the likeliest of `sets` (odds' bits over mask, in any
-/// order) that the search takes, the empty mask first: in decreasing
+/// order) that the search takes, the empty mask first (the others
+/// likeliest first to within a bucket when `in_order`): in decreasing
 /// odds while fewer than `max_probes` are taken and the odds covered
 /// (the empty set's 1 included) are below `goal`; all of them when
 /// `every` (they are every set), `None` when they stay below both
@@ -443,6 +453,7 @@ fn take_likeliest(
     sets: &[u128],
     goal: f64,
     max_probes: usize,
+    in_order: bool,
     edge: &mut Vec<u128>,
     every: bool,
 ) -> Option<Vec<u64>> {
@@ -473,32 +484,45 @@ fn take_likeliest(
         // Nothing cut: the last bucket is taken as the cut one is.
         cut = BUCKETS - 1;
     }
-    // The sets of the buckets above the cut go to their bucket's place in
-    // `out`, bucket after bucket; the others to places past those, cut
-    // off after. Without branches, which would mispredict about every
-    // other set: each set is also written to `edge`, and kept there when
-    // it is in the cut bucket.
-    let mut place = 1u32;
-    for count in &mut counts[..=cut] {
-        let here = *count;
-        *count = place;
-        place += here;
-    }
-    let first_past = counts[cut] as usize;
-    let edge_len = place as usize - first_past;
+    // Without branches, which would mispredict about every other set:
+    // each set is written to `out` and to `edge`, and kept in the one it
+    // is for. In order, the sets of the buckets above the cut go to their
+    // bucket's place in `out`, bucket after bucket, the others to places
+    // past those, cut off after.
+    let edge_len = counts[cut] as usize;
     let mut out = vec![0u64; sets.len() + 1];
     edge.clear();
     edge.resize(edge_len + 1, 0);
     let mut e = 0;
-    for &s in sets {
-        let b = bucket(odds(s));
-        let at = &mut counts[b.min(cut)];
-        out[*at as usize] = s as u64;
-        *at += 1;
-        edge[e] = s;
-        e += usize::from(b == cut);
-    }
-    out.truncate(first_past);
+    let taken_whole = if in_order {
+        let mut place = 1u32;
+        for count in &mut counts[..=cut] {
+            let here = *count;
+            *count = place;
+            place += here;
+        }
+        let first_past = counts[cut] as usize;
+        for &s in sets {
+            let b = bucket(odds(s));
+            let at = &mut counts[b.min(cut)];
+            out[*at as usize] = s as u64;
+            *at += 1;
+            edge[e] = s;
+            e += usize::from(b == cut);
+        }
+        first_past
+    } else {
+        let mut n = 1;
+        for &s in sets {
+            let b = bucket(odds(s));
+            out[n] = s as u64;
+            n += usize::from(b < cut);
+            edge[e] = s;
+            e += usize::from(b == cut);
+        }
+        n
+    };
+    out.truncate(taken_whole);
     let edge = &mut edge[..e];
     // Likeliest first; of equal odds, fewer bits first (as the heap).
     edge.sort_unstable_by_key(|&s| {
@@ -780,7 +804,18 @@ mod tests {
             for budget in budgets {
                 let heap = flips(&header, |b| p[usize::from(b)], k, budget);
                 let walked: Vec<u64> =
-                    likeliest(&header, |b| p[usize::from(b)], k, budget).collect();
+                    likeliest(&header, |b| p[usize::from(b)], k, budget, true).collect();
+                // Without order: the same sets.
+                let mut unordered: Vec<u64> =
+                    likeliest(&header, |b| p[usize::from(b)], k, budget, false).collect();
+                assert_eq!(unordered[0], 0);
+                unordered.sort_unstable();
+                let mut same = walked.clone();
+                same.sort_unstable();
+                assert_eq!(
+                    unordered, same,
+                    "round {round}, {budget:?}: another set unordered"
+                );
                 let context = format!("round {round}, width {width}, k {k}, {budget:?}");
                 assert_eq!(walked.len(), heap.len(), "{context}");
                 assert_eq!(walked[0], 0, "{context}");

@@ -688,11 +688,12 @@ fn probabilistic_in_turn(
             };
             return collect_flipped_fast(shared, state, probe, &fps, flips, k, first);
         }
-        // The sets the budget takes, likeliest first (to within a bucket
-        // of their odds): the same sets with and without `first`.
+        // The sets the budget takes (the same with and without `first`),
+        // likeliest first to within a bucket of their odds for `first`'s
+        // passes.
         let flips = |i: usize| {
             let v = group[i].1;
-            vosh::likeliest(&bits, |b| v.probability(b), k8, budget)
+            vosh::likeliest(&bits, |b| v.probability(b), k8, budget, first)
         };
         collect_flipped_fast(shared, state, probe, &fps, flips, k, first)
     })
