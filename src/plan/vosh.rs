@@ -134,6 +134,10 @@ fn node_step(n: Node, i: usize, odds: f64) -> Node {
 /// bucketing cost.
 const WALK_FROM: f64 = 0.9;
 
+/// The most sets of a header [`likeliest`] walks over (so that the
+/// sets it lists take at most a megabyte); beyond, the heap.
+const MAX_LISTED: u64 = 1 << 16;
+
 /// How far above [`likeliest`]'s safe bound its first walk lists sets.
 const HOPEFUL: f64 = 32.0;
 
@@ -316,14 +320,13 @@ impl Iterator for Flips {
 /// with `in_order` in decreasing odds to within an eighth of a halving
 /// (sets of equal odds may be taken in another order than the heap's),
 /// without it in any order (as an all-matches query needs them). For a
-/// recall of
-/// at least 90% they are found without the heap (below it, and for a
-/// probe limit alone, the heap's are taken): every set whose odds are at
-/// least a bound (which leaves out less than the probability the budget
-/// gives up) is listed by a depth-first walk that stops a branch at the
-/// first bit taking it below the bound; the sets are then bucketed by
-/// their odds, whole buckets taken by their sums, and only the bucket
-/// where the budget is met is sorted.
+/// recall from 90% to below 100%, on headers of at most 65,536 sets,
+/// they are found without the heap (otherwise the heap's are taken):
+/// every set whose odds are at least a bound (which leaves out less than
+/// the probability the budget gives up) is listed by a depth-first walk
+/// that stops a branch at the first bit taking it below the bound; the
+/// sets are then bucketed by their odds, whole buckets taken by their
+/// sums, and only the bucket where the budget is met is sorted.
 pub fn likeliest(
     header: &[u8],
     p: impl Fn(u8) -> f64,
@@ -334,23 +337,21 @@ pub fn likeliest(
     let order = Order::new(header, p, k);
     let goal = stop.recall * order.total;
     let heap = |order: &Order| Likeliest::Popped(Flips::ordered(order, stop));
-    let bound = if stop.recall >= 1.0 {
-        if (stop.max_probes as u64) < exact_count(order.n as u8, order.k as u8) {
-            // A probe limit alone: the likeliest, which only the heap
-            // finds without listing every set.
-            return heap(&order);
-        }
-        0.0
-    } else if stop.recall < WALK_FROM || goal <= 1.0 || stop.max_probes <= 1 {
-        // Few sets: popping them costs less than listing and bucketing.
+    if stop.recall < WALK_FROM || stop.recall >= 1.0 || goal <= 1.0 || stop.max_probes <= 1 {
+        // Few sets, which popping costs less than listing and bucketing;
+        // or every set (a probe limit's likeliest), which the heap takes
+        // without listing them.
         return heap(&order);
-    } else {
-        // Fewer than `count` sets have odds below the bound, so together
-        // they weigh less than `total − goal`: the sets at or above it
-        // cover the goal.
-        let count = exact_count(order.n as u8, order.k as u8);
-        (order.total - goal) / count as f64
-    };
+    }
+    let count = exact_count(order.n as u8, order.k as u8);
+    if count > MAX_LISTED {
+        // The walk could list too many to hold.
+        return heap(&order);
+    }
+    // Fewer than `count` sets have odds below the bound, so together
+    // they weigh less than `total − goal`: the sets at or above it cover
+    // the goal.
+    let bound = (order.total - goal) / count as f64;
     let listed = SCRATCH.with_borrow_mut(|scratch| {
         let Scratch { sets, edge } = scratch;
         listed(&order, bound, goal, stop, in_order, sets, edge)
@@ -398,7 +399,7 @@ thread_local! {
     static SCRATCH: std::cell::RefCell<Scratch> = std::cell::RefCell::default();
 }
 
-/// [`likeliest`] once the safe `bound` is known (0: every set), with
+/// [`likeliest`] once the safe `bound` is known, with
 /// `sets` and `edge` to list into; `None` when rounding left the sets
 /// above the bound short of the goal.
 fn listed(
@@ -410,13 +411,6 @@ fn listed(
     sets: &mut Vec<u128>,
     edge: &mut Vec<u128>,
 ) -> Option<Vec<u64>> {
-    if bound == 0.0 {
-        sets.clear();
-        if order.k > 0 {
-            walk(order, 0, order.k, 1.0, 0, 0.0, sets);
-        }
-        return take_likeliest(sets, f64::INFINITY, usize::MAX, in_order, edge, true);
-    }
     // A bound some way above the safe one first: the likeliest sets nearly
     // always cover the goal with far fewer listed.
     for bound in [bound * HOPEFUL, bound] {
@@ -424,7 +418,7 @@ fn listed(
         if order.k > 0 {
             walk(order, 0, order.k, 1.0, 0, bound, sets);
         }
-        if let Some(out) = take_likeliest(sets, goal, stop.max_probes, in_order, edge, false) {
+        if let Some(out) = take_likeliest(sets, goal, stop.max_probes, in_order, edge) {
             return Some(out);
         }
     }
@@ -445,9 +439,8 @@ fn bucket(odds: f64) -> usize {
 /// order) that the search takes, the empty mask first (the others
 /// likeliest first to within a bucket when `in_order`): in decreasing
 /// odds while fewer than `max_probes` are taken and the odds covered
-/// (the empty set's 1 included) are below `goal`; all of them when
-/// `every` (they are every set), `None` when they stay below both
-/// otherwise. Whole buckets are taken by their sums; only the
+/// (the empty set's 1 included) are below `goal`; `None` when all of
+/// them stay below both. Whole buckets are taken by their sums; only the
 /// bucket where the search stops is sorted.
 fn take_likeliest(
     sets: &[u128],
@@ -455,7 +448,6 @@ fn take_likeliest(
     max_probes: usize,
     in_order: bool,
     edge: &mut Vec<u128>,
-    every: bool,
 ) -> Option<Vec<u64>> {
     let odds = |s: u128| f64::from_bits((s >> 64) as u64);
     let mut sums = [0f64; BUCKETS];
@@ -478,11 +470,7 @@ fn take_likeliest(
         taken += counts[b] as usize;
     }
     if cut == BUCKETS {
-        if !every {
-            return None;
-        }
-        // Nothing cut: the last bucket is taken as the cut one is.
-        cut = BUCKETS - 1;
+        return None;
     }
     // Without branches, which would mispredict about every other set:
     // each set is written to `out` and to `edge`, and kept in the one it
