@@ -678,23 +678,13 @@ fn probabilistic_in_turn(
         if every {
             return collect(shared, state, probe, &fps, k, first);
         }
-        let probe = &state.probes(probe);
-        if first && budget.recall >= 1.0 {
-            // Every set (or a probe limit's likeliest), in decreasing
-            // probability, a pass at a time.
-            let flips = |i: usize| {
-                let v = group[i].1;
-                vosh::Flips::new(&bits, |b| v.probability(b), k8, budget)
-            };
-            return collect_flipped_fast(shared, state, probe, &fps, flips, k, first);
-        }
         // The sets the budget takes (the same with and without `first`),
-        // likeliest first to within a bucket of their odds for `first`'s
-        // passes.
+        // likeliest first for `first`'s passes (to within a bucket of their
+        // odds when not from the heap).
         let flips = |i: usize| {
             let v = group[i].1;
             vosh::likeliest(&bits, |b| v.probability(b), k8, budget, first)
         };
-        collect_flipped_fast(shared, state, probe, &fps, flips, k, first)
+        collect_flipped_fast(shared, state, &state.probes(probe), &fps, flips, k, first)
     })
 }
