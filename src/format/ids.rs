@@ -310,6 +310,20 @@ impl<'a> IdBlock<'a> {
         Ok(())
     }
 
+    /// Where in `bytes` (a checked id block) the ids of the fingerprint
+    /// at `position` about start: exact when no fingerprint before it has
+    /// other than the usual count, else a few ids off. For a prefetch;
+    /// never reads beyond the header.
+    #[inline]
+    pub fn approximate_offset(bytes: &[u8], position: usize) -> usize {
+        let Some(header) = bytes.get(..HEADER) else {
+            return 0;
+        };
+        let multi = usize::from(u16::from_be_bytes([header[4], header[5]]));
+        let bits = position * usize::from(header[3].min(1)) * usize::from(header[6].min(64));
+        (HEADER + multi * ENTRY + bits / 8).min(bytes.len().saturating_sub(1))
+    }
+
     /// Fingerprints in the block.
     pub fn count(&self) -> usize {
         self.count
@@ -366,6 +380,10 @@ impl<'a> IdBlock<'a> {
         }
         let bit = i * self.width as usize;
         let byte = bit / 8;
+        if let Some(word) = self.packed.get(byte..byte + 16) {
+            let x = u128::from_be_bytes(word.try_into().unwrap_or_default()) << (bit % 8);
+            return (x >> (128 - self.width)) as u64;
+        }
         let mut word = [0u8; 16];
         let avail = self.packed.len().saturating_sub(byte).min(16);
         word[..avail].copy_from_slice(&self.packed[byte..byte + avail]);
@@ -406,6 +424,33 @@ mod tests {
         for (p, want) in lists.iter().enumerate() {
             assert_eq!(&checked.ids(p), want, "position {p}");
         }
+    }
+
+    #[test]
+    fn approximate_offsets_point_at_the_ids() {
+        // One id each: the offset is the byte holding the position's ids.
+        let lists: Vec<Vec<u64>> = (0..200u64).map(|i| vec![1_000 + i * 37]).collect();
+        let bytes = encode_id_block(lists.iter().map(Vec::as_slice));
+        let block = IdBlock::parse(&bytes).unwrap();
+        for p in 0..lists.len() {
+            let (start, _) = block.span(p);
+            let byte = start * block.width as usize / 8;
+            let at = IdBlock::approximate_offset(&bytes, p);
+            assert_eq!(
+                at,
+                bytes.len() - 4 - block.packed.len() + byte,
+                "position {p}"
+            );
+        }
+        // With exceptions it stays within the block, however far off.
+        let mut lists = lists;
+        lists[3] = vec![];
+        lists[9] = vec![5, 6, 7, 8];
+        let bytes = encode_id_block(lists.iter().map(Vec::as_slice));
+        for p in 0..lists.len() + 10 {
+            assert!(IdBlock::approximate_offset(&bytes, p) < bytes.len());
+        }
+        assert_eq!(IdBlock::approximate_offset(&bytes[..3], 5), 0);
     }
 
     #[test]

@@ -90,6 +90,16 @@ impl IdTable {
         }
     }
 
+    /// Asks the processor for the ids of position `position` of slot
+    /// `j`'s block, when held (the start of its block read before).
+    #[inline]
+    pub fn touch_ids(&self, j: usize, position: usize) {
+        if let Some(Held::Block(b)) = self.slots.get(j).and_then(OnceLock::get) {
+            let at = IdBlock::approximate_offset(b, position);
+            crate::table::prefetch(&b[at..b.len().min(at + 8)]);
+        }
+    }
+
     /// Holds `bytes` as slot `j`'s block (read by the warming) unless it
     /// is held already; `count` is its table-0 block's.
     pub fn fill(&self, j: usize, bytes: &[u8], count: u16) {

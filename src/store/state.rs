@@ -179,9 +179,10 @@ impl State {
     }
 
     /// [`ids_of`](Self::ids_of) for each of `fps`, into `out` (one list
-    /// each, appended to): table 0's probe stages and the id block reads
-    /// run for [`IDS_TOGETHER`] fingerprints at a time, each stage for all
-    /// before the next, so their cache misses overlap.
+    /// each, appended to): table 0's probe stages, the id blocks' headers,
+    /// the lines of the positions' ids and their reads run for
+    /// [`IDS_TOGETHER`] fingerprints at a time, each stage for all before
+    /// the next, so their cache misses overlap.
     pub fn ids_of_many(&self, plan: &Plan, fps: &[u64], out: &mut [Vec<u64>]) -> Result<()> {
         debug_assert_eq!(fps.len(), out.len());
         let (Some(table0), Some(spec)) = (self.tables.first(), plan.tables().first()) else {
@@ -202,9 +203,15 @@ impl State {
                 table0.probe_touch(b, x, x);
                 self.id_table.touch_block(b);
             }
-            for ((&b, &x), (&fp, ids)) in blocks.iter().zip(xs).zip(fps.iter().zip(out.iter_mut()))
-            {
-                if let Some((j, position)) = table0.position_from(table0.probe_start_at(b, x), x)? {
+            let mut at = [None; IDS_TOGETHER];
+            for ((&b, &x), at) in blocks.iter().zip(xs).zip(&mut at) {
+                *at = table0.position_from(table0.probe_start_at(b, x), x)?;
+                if let Some((j, position)) = *at {
+                    self.id_table.touch_ids(j, position);
+                }
+            }
+            for (at, (&fp, ids)) in at.iter().zip(fps.iter().zip(out.iter_mut())) {
+                if let Some((j, position)) = *at {
                     self.id_table.ids_into(table0, j, position, ids)?;
                 }
                 self.overlay.apply(fp, ids);
