@@ -190,13 +190,15 @@ impl State {
         };
         for (fps, out) in fps.chunks(IDS_TOGETHER).zip(out.chunks_mut(IDS_TOGETHER)) {
             let mut xs = [0u64; IDS_TOGETHER];
+            let mut keys: [std::ops::Range<usize>; IDS_TOGETHER] = Default::default();
             let mut blocks = [0usize; IDS_TOGETHER];
-            for (x, &fp) in xs.iter_mut().zip(fps) {
+            for ((x, keys), &fp) in xs.iter_mut().zip(&mut keys).zip(fps) {
                 *x = spec.permutation.apply(fp);
+                *keys = table0.probe_keys(*x);
             }
             let xs = &xs[..fps.len()];
-            for (b, &x) in blocks.iter_mut().zip(xs) {
-                *b = table0.probe_block(table0.probe_keys(x), x, x);
+            for ((b, &x), keys) in blocks.iter_mut().zip(xs).zip(&keys) {
+                *b = table0.probe_block(keys.clone(), x, x);
                 self.id_table.touch_slot(*b);
             }
             for (&b, &x) in blocks.iter().zip(xs) {
