@@ -315,13 +315,12 @@ impl<'a> IdBlock<'a> {
     /// other than the usual count, else a few ids off. For a prefetch;
     /// never reads beyond the header.
     #[inline]
-    pub fn approximate_offset(bytes: &[u8], position: usize) -> usize {
-        let Some(header) = bytes.get(..HEADER) else {
+    pub fn approximate_offset(bytes: &'a [u8], position: usize) -> usize {
+        let Ok(block) = Self::parse_checked(bytes) else {
             return 0;
         };
-        let multi = usize::from(u16::from_be_bytes([header[4], header[5]]));
-        let bits = position * usize::from(header[3].min(1)) * usize::from(header[6].min(64));
-        (HEADER + multi * ENTRY + bits / 8).min(bytes.len().saturating_sub(1))
+        let bits = position * block.usual * block.width as usize;
+        (HEADER + block.multi.len() + bits / 8).min(bytes.len().saturating_sub(1))
     }
 
     /// Fingerprints in the block.
@@ -380,13 +379,17 @@ impl<'a> IdBlock<'a> {
         }
         let bit = i * self.width as usize;
         let byte = bit / 8;
-        if let Some(word) = self.packed.get(byte..byte + 16) {
-            let x = u128::from_be_bytes(word.try_into().unwrap_or_default()) << (bit % 8);
-            return (x >> (128 - self.width)) as u64;
-        }
-        let mut word = [0u8; 16];
-        let avail = self.packed.len().saturating_sub(byte).min(16);
-        word[..avail].copy_from_slice(&self.packed[byte..byte + avail]);
+        // A whole window where the block has 16 bytes left (no copy), else
+        // the bytes left, zero-padded.
+        let word: [u8; 16] = match self.packed.get(byte..byte + 16) {
+            Some(window) => window.try_into().unwrap_or_default(),
+            None => {
+                let mut word = [0u8; 16];
+                let avail = self.packed.len().saturating_sub(byte).min(16);
+                word[..avail].copy_from_slice(&self.packed[byte..byte + avail]);
+                word
+            }
+        };
         let x = u128::from_be_bytes(word) << (bit % 8);
         (x >> (128 - self.width)) as u64
     }

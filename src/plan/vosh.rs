@@ -145,6 +145,14 @@ const HOPEFUL: f64 = 32.0;
 /// stay normal numbers and comparable.
 const MIN_ODDS: f64 = 1e-30;
 
+/// The odds `p/(1−p)` a bit flipping with probability `p` is given: `p`
+/// taken within 0 to 0.5 (0 when not a number), the odds at least
+/// [`MIN_ODDS`].
+fn odds(p: f64) -> f64 {
+    let p = if p.is_nan() { 0.0 } else { p.clamp(0.0, 0.5) };
+    (p / (1.0 - p)).max(MIN_ODDS)
+}
+
 /// Header bits a flip search orders at most; further ones are ignored.
 const MAX_HEADER: usize = 64;
 
@@ -205,9 +213,7 @@ impl Order {
         let mut order = [0u64; MAX_HEADER];
         let mut odds_of = [0f64; MAX_HEADER];
         for (o, &b) in order.iter_mut().zip(header) {
-            let p = p(b);
-            let p = if p.is_nan() { 0.0 } else { p.clamp(0.0, 0.5) };
-            let odds = (p / (1.0 - p)).max(MIN_ODDS);
+            let odds = odds(p(b));
             odds_of[usize::from(b & 63)] = odds;
             *o = (!(odds.to_bits() << 2) & !0x3f) | u64::from(b & 63);
         }
@@ -713,10 +719,7 @@ mod tests {
             let p: Vec<f64> = (0..64)
                 .map(|_| (rng.next_u64() >> 11) as f64 / (1u64 << 53) as f64 * 0.5)
                 .collect();
-            let odds = |b: u8| {
-                let p = p[usize::from(b)];
-                (p / (1.0 - p)).max(MIN_ODDS)
-            };
+            let odds = |b: u8| odds(p[usize::from(b)]);
             let reference = every_set(&header, odds, u32::from(k));
             let taken = flips(&header, |b| p[usize::from(b)], k, Budget::probes(probes));
             assert_eq!(taken.len(), probes.min(reference.len()), "width {width}");
@@ -732,7 +735,7 @@ mod tests {
                 // The i-th set taken is as likely as the i-th likeliest
                 // (equal odds may come in either order).
                 let want = reference[i].0;
-                let got: f64 = (0..64u8).filter(|&b| m >> b & 1 == 1).map(odds).product();
+                let got = odds_of(m, odds);
                 assert!(
                     (got - want).abs() <= want * 1e-9,
                     "width {width}, k {k}: set {i} has odds {got}, the {i}-th likeliest {want}"
@@ -785,10 +788,7 @@ mod tests {
                     }
                 })
                 .collect();
-            let odds = |b: u8| {
-                let p = p[usize::from(b)].min(0.5);
-                (p / (1.0 - p)).max(MIN_ODDS)
-            };
+            let odds = |b: u8| odds(p[usize::from(b)]);
             for budget in budgets {
                 let heap = flips(&header, |b| p[usize::from(b)], k, budget);
                 let walked: Vec<u64> =
