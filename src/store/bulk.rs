@@ -152,6 +152,7 @@ pub(crate) fn insert_bulk<E: super::Entry>(shared: &Shared, pairs: &[E]) -> Resu
     // replayed, and RocksDB fails the next write if the disk is at fault.
     let _ = shared.db.flush();
     drop((tables, _leader));
+    super::flats::install(shared);
     super::memory::release_free_memory(shared);
     Ok(())
 }

@@ -39,6 +39,7 @@ pub(crate) fn compact(shared: &Shared) -> Result<CompactionReport> {
     shared.check_writable()?;
     let levels = shared.state.read().levels();
     let report = run(shared, &Job::full(levels));
+    super::flats::install(shared);
     super::memory::release_free_memory(shared);
     report
 }
@@ -70,6 +71,7 @@ pub(crate) fn compact_due(shared: &Shared) -> Result<CompactionReport> {
     // it; trimming after each (every merge threshold of writes) would hold
     // the allocator's locks against the writers for nothing.
     if rewrote_level_0 {
+        super::flats::install(shared);
         super::memory::release_free_memory(shared);
     }
     Ok(total)

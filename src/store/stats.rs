@@ -62,8 +62,9 @@ pub struct Stats {
     /// Bytes of the flat copy of a one-table store's level 0 that header
     /// probes read instead of its blocks (about `64 - header + 2.5` bits
     /// a fingerprint); `None` while it is not built (until the table is
-    /// read into memory, when it is not held there, or on a store of
-    /// several tables).
+    /// read into memory, when it is not held there, while it is rebuilt
+    /// after a merge that could not hold two within the memory budget, or
+    /// on a store of several tables).
     pub flat_bytes: Option<u64>,
 }
 
