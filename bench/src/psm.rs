@@ -64,6 +64,11 @@ pub struct Config {
     /// Directory for the stores (default: a temporary one).
     #[arg(long)]
     pub dir: Option<PathBuf>,
+    /// Open the stores an earlier run left in `--dir` (with the same
+    /// `--size`, `--k` and `--chunks`) instead of building them again; the
+    /// load time is then reported as 0.
+    #[arg(long, requires = "dir")]
+    pub reuse: bool,
     /// Write the recall and rate series as CSV here.
     #[arg(long)]
     pub csv: Option<PathBuf>,
@@ -188,17 +193,19 @@ pub fn run(config: &Config, out: &mut impl Write) -> Result<(), Failure> {
         .query_threads(1);
     let build = |name: &str, options: &Options| -> Result<(Store, Built), Failure> {
         let path = base.join(name);
-        let _ = std::fs::remove_dir_all(&path);
         let mut secs = 0.0;
-        let store = Store::create(&path, options)?;
-        for c in 0..config.chunks {
-            let pairs = chunk(n, c, config.chunks);
-            let t = Instant::now();
-            store.insert_many(&pairs)?;
-            secs += t.elapsed().as_secs_f64();
+        if !(config.reuse && path.exists()) {
+            let _ = std::fs::remove_dir_all(&path);
+            let store = Store::create(&path, options)?;
+            for c in 0..config.chunks {
+                let pairs = chunk(n, c, config.chunks);
+                let t = Instant::now();
+                store.insert_many(&pairs)?;
+                secs += t.elapsed().as_secs_f64();
+            }
+            // Served as a user serves it: reopened, its blocks read back.
+            store.close()?;
         }
-        // Served as a user serves it: reopened, its blocks read back.
-        store.close()?;
         let t = Instant::now();
         let store = Store::open(&path, options)?;
         store.wait_warm();
