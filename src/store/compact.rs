@@ -50,12 +50,32 @@ pub(crate) fn compact_due(shared: &Shared) -> Result<CompactionReport> {
     let _one_at_a_time = shared.locks.merging();
     let mut total = CompactionReport::default();
     let mut rewrote_level_0 = false;
+    let done = merge_while_due(shared, &mut total, &mut rewrote_level_0);
+    // Merges into the smaller levels free little, and the next ones reuse
+    // it; trimming after each (every merge threshold of writes) would hold
+    // the allocator's locks against the writers for nothing. A flat
+    // sequence a merge left to be built after it is built even when a
+    // later merge failed.
+    if rewrote_level_0 {
+        super::flats::install(shared);
+        super::memory::release_free_memory(shared);
+    }
+    done.map(|()| total)
+}
+
+/// [`compact_due`]'s merges, added up in `total`; `rewrote_level_0` is set
+/// when one merged into level 0.
+fn merge_while_due(
+    shared: &Shared,
+    total: &mut CompactionReport,
+    rewrote_level_0: &mut bool,
+) -> Result<()> {
     // A merge makes the next one due at most once per level; the bound
     // only guards against a policy that would not settle.
     for _ in 0..4 * super::levels::LEVELS {
         shared.check_writable()?;
         let Some(job) = shared.due_job() else { break };
-        rewrote_level_0 |= job.target == 0;
+        *rewrote_level_0 |= job.target == 0;
         let report = run(shared, &job)?;
         total.merged += report.merged;
         total.removed += report.removed;
@@ -67,14 +87,7 @@ pub(crate) fn compact_due(shared: &Shared) -> Result<CompactionReport> {
             break;
         }
     }
-    // Merges into the smaller levels free little, and the next ones reuse
-    // it; trimming after each (every merge threshold of writes) would hold
-    // the allocator's locks against the writers for nothing.
-    if rewrote_level_0 {
-        super::flats::install(shared);
-        super::memory::release_free_memory(shared);
-    }
-    Ok(total)
+    Ok(())
 }
 
 /// Runs the merges due into the levels above level 0 (those that take the
