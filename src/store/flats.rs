@@ -66,7 +66,8 @@ fn deferred(shared: &Shared, table: &TableState, header: u8) -> bool {
 }
 
 fn wants_flat(table: &TableState) -> bool {
-    table.in_memory() && !table.has_unread() && table.flat().is_none() && table.fingerprints() > 0
+    // Whether a block is unread is asked last: it looks at every slot.
+    table.flat().is_none() && table.in_memory() && table.fingerprints() > 0 && !table.has_unread()
 }
 
 #[cfg(test)]
