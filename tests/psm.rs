@@ -168,3 +168,60 @@ fn large_batches_split_over_threads_answer_the_same() {
         }
     }
 }
+
+/// All matches within a budget are exactly the stored fingerprints within
+/// `k` whose header differs from the query's by one of the flip sets the
+/// budget takes (`vosh::likeliest`'s), with their ids: on level 0 read
+/// flat, and with fingerprints pending and in the upper levels beside it,
+/// for budgets walked, popped from the heap and of a few probes.
+#[test]
+fn all_matches_are_every_match_in_the_runs_the_budget_probes() {
+    use simstore::plan::vosh;
+    use std::collections::{BTreeMap, HashSet};
+    for (n, seed) in [(3_000usize, 4u64), (30_000, 5)] {
+        let (stored, queries) = generative(n, 300, seed);
+        let options = Options::new()
+            .tables(1)
+            .expected_size(n as u64)
+            .merge_threshold(300);
+        // Three quarters loaded in bulk, the rest written in small batches
+        // (merged into the upper levels as they gather, the last pending).
+        let (_dir, store) = loaded(&stored[..n * 3 / 4], &options);
+        let later: Vec<(u64, u64)> = stored
+            .iter()
+            .enumerate()
+            .skip(n * 3 / 4)
+            .map(|(i, &f)| (f, i as u64))
+            .collect();
+        for batch in later.chunks(97) {
+            store.insert_many(batch).unwrap();
+        }
+        let mut ids: BTreeMap<u64, Vec<u64>> = BTreeMap::new();
+        for (i, &f) in stored.iter().enumerate() {
+            ids.entry(f).or_default().push(i as u64);
+        }
+        let header = store.plan().header_bits().unwrap();
+        let shift = 64 - u32::from(header);
+        let bits: Vec<u8> = (64 - header..64).collect();
+        for budget in [Budget::default(), Budget::recall(0.8), Budget::probes(5)] {
+            let got = store
+                .query_probabilistic_many(&queries, 3, budget, false)
+                .unwrap();
+            let mut matched = 0;
+            for (i, &(q, v)) in queries.iter().enumerate() {
+                let masks: HashSet<u64> =
+                    vosh::likeliest(&bits, |b| v.probability(b), 3, budget, false).collect();
+                let want: Vec<(u32, u64, Vec<u64>)> = ids
+                    .iter()
+                    .map(|(&f, ids)| ((f ^ q).count_ones(), f, ids.clone()))
+                    .filter(|&(d, f, _)| d <= 3 && masks.contains(&((f ^ q) >> shift << shift)))
+                    .collect();
+                let mut want = want;
+                want.sort();
+                matched += want.len();
+                assert_eq!(shape(&got[i]), want, "n {n}, query {i}, {budget:?}");
+            }
+            assert!(matched > 50, "the queries find matches ({matched})");
+        }
+    }
+}
