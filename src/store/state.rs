@@ -106,8 +106,10 @@ impl State {
     }
 
     /// Asks the processor for what [`level_of`](Self::level_of) reads
-    /// first for `fp` (each level's membership filter), so that the
-    /// look-ups of several fingerprints overlap.
+    /// first for `fp` (each level's membership filter) and for the
+    /// directory entries of the pending runs that
+    /// [`Pending::contains`](super::pending::Pending::contains) reads
+    /// first, so that the look-ups of several fingerprints overlap.
     #[inline]
     pub fn prefetch_level_of(&self, plan: &Plan, fp: u64) {
         let Some(spec) = plan.tables().first() else {
@@ -119,6 +121,19 @@ impl State {
             if table.fingerprints() > 0 {
                 table.prefetch_contains(x);
             }
+        }
+        self.pending.touch_directory(0, (x, x));
+    }
+
+    /// The second stage of [`prefetch_level_of`](Self::prefetch_level_of),
+    /// once its directory entries have come: asks for the pending values
+    /// they point at. (A writer's batch that finds millions pending waits
+    /// on one or two cache misses a run otherwise.)
+    #[inline]
+    pub fn prefetch_pending_of(&self, plan: &Plan, fp: u64) {
+        if let Some(spec) = plan.tables().first() {
+            let x = spec.permutation.apply(fp);
+            self.pending.touch_values(0, (x, x));
         }
     }
 

@@ -327,6 +327,9 @@ impl Staged {
             if let Some(&next) = fps.get(i + AHEAD) {
                 state.prefetch_level_of(&shared.plan, next);
             }
+            if let Some(&soon) = fps.get(i + AHEAD / 2) {
+                state.prefetch_pending_of(&shared.plan, soon);
+            }
             let p = read_placement(shared, &state, fp)?;
             self.fps.insert(fp, (p, p));
         }
