@@ -335,6 +335,20 @@ impl Overlay {
         self.map.keys().copied()
     }
 
+    /// Every fingerprint with entries and its entries (increasing by id),
+    /// increasing by fingerprint: for walks beside sorted fingerprints,
+    /// which then read each one's entries without a look-up in the map
+    /// (a cache miss or two each).
+    pub fn sorted(&self) -> Vec<(u64, &[(u64, bool)])> {
+        let mut sorted: Vec<(u64, &[(u64, bool)])> = self
+            .map
+            .iter()
+            .map(|(&fp, entries)| (fp, entries.as_slice()))
+            .collect();
+        sorted.sort_unstable_by_key(|&(fp, _)| fp);
+        sorted
+    }
+
     /// Every fingerprint with its entries, in no order.
     pub fn iter(&self) -> impl Iterator<Item = (u64, &[(u64, bool)])> + '_ {
         self.map.iter().map(|(&fp, list)| (fp, list.as_slice()))
@@ -468,12 +482,12 @@ pub(crate) fn difference(base: &[u64], truth: &[u64]) -> Vec<(u64, bool)> {
 pub(crate) struct Truth<'a> {
     table0: &'a TableState,
     ids: &'a IdTable,
-    overlay: &'a Overlay,
-    /// The overlay's fingerprints, increasing, and where the last one
-    /// asked for stands among them: most fingerprints a merge writes have
-    /// no entry, and walking this list beside them costs far less than a
-    /// look-up in the overlay's map (a cache miss) for each.
-    listed: Vec<u64>,
+    /// The overlay's fingerprints with their entries, increasing, and
+    /// where the last one asked for stands among them: most fingerprints
+    /// a merge writes have no entry, and walking this list beside them
+    /// costs far less than a look-up in the overlay's map (a cache miss or
+    /// two) for each; those that have one read it from here too.
+    listed: Vec<(u64, &'a [(u64, bool)])>,
     listed_at: usize,
     extra: &'a [(u64, u64)],
     block: Option<usize>,
@@ -492,13 +506,10 @@ impl<'a> Truth<'a> {
         overlay: &'a Overlay,
         extra: &'a [(u64, u64)],
     ) -> Self {
-        let mut listed: Vec<u64> = overlay.fingerprints().collect();
-        listed.sort_unstable();
         Self {
             table0,
             ids,
-            overlay,
-            listed,
+            listed: overlay.sorted(),
             listed_at: 0,
             extra,
             block: None,
@@ -560,8 +571,8 @@ impl<'a> Truth<'a> {
     /// Whether the overlay has entries for `fp` (cheapest when called in
     /// increasing order).
     pub fn in_overlay(&mut self, fp: u64) -> bool {
-        self.listed_at = seek(&self.listed, self.listed_at, fp, |&f| f);
-        self.listed.get(self.listed_at) == Some(&fp)
+        self.listed_at = seek(&self.listed, self.listed_at, fp, |&(f, _)| f);
+        self.listed.get(self.listed_at).map(|&(f, _)| f) == Some(fp)
     }
 
     /// `fp`'s ids into `out` (replaced); returns how many came from
@@ -569,7 +580,7 @@ impl<'a> Truth<'a> {
     pub fn ids(&mut self, fp: u64, out: &mut Vec<u64>) -> Result<u64> {
         self.base(fp, out)?;
         if self.in_overlay(fp) {
-            self.overlay.apply(fp, out);
+            apply(self.listed[self.listed_at].1, out);
         }
         Ok(add_ids(self.extra(fp), out))
     }
@@ -701,11 +712,9 @@ impl Reconcile<'_> {
     /// written since it was taken: every fingerprint with entries in it.
     /// Writes made since are corrected by [`patch`](Self::patch).
     pub fn all(&self) -> Result<Reconciled> {
-        let snapshot = self.snapshot;
-        let mut fps: Vec<u64> = snapshot.fingerprints().collect();
-        fps.sort_unstable();
+        let listed = self.snapshot.sorted();
         let mut out = Reconciled {
-            overlay: Overlay::with_capacity(fps.len().max(self.overlay_room())),
+            overlay: Overlay::with_capacity(listed.len().max(self.overlay_room())),
             deletes: Vec::new(),
             puts: Vec::new(),
             fixes: Vec::new(),
@@ -713,12 +722,11 @@ impl Reconcile<'_> {
         };
         let mut scratch = Vec::new();
         let mut roles = self.roles();
-        // Each lookup is a cache miss in a map of millions: a fingerprint
-        // is looked up once in the snapshot, and `out.overlay` (which
-        // holds none of `fps` yet) is touched only to insert.
-        for fp in fps {
+        // Each lookup is a cache miss in a map of millions: the snapshot's
+        // entries are read as its map is walked, and `out.overlay` (which
+        // holds none of them yet) is touched only to insert.
+        for (fp, current) in listed {
             let roles = roles.of(fp);
-            let current = snapshot.get(fp);
             match self.one(current, true, fp, roles, &mut scratch)? {
                 None => out.overlay.replace(fp, current),
                 Some(entries) => {
