@@ -340,11 +340,7 @@ impl Overlay {
     /// which then read each one's entries without a look-up in the map
     /// (a cache miss or two each).
     pub fn sorted(&self) -> Vec<(u64, &[(u64, bool)])> {
-        let mut sorted: Vec<(u64, &[(u64, bool)])> = self
-            .map
-            .iter()
-            .map(|(&fp, entries)| (fp, entries.as_slice()))
-            .collect();
+        let mut sorted: Vec<(u64, &[(u64, bool)])> = self.iter().collect();
         sorted.sort_unstable_by_key(|&(fp, _)| fp);
         sorted
     }
