@@ -359,11 +359,12 @@ pub fn likeliest(
     // the goal.
     let bound = (order.total - goal) / count as f64;
     let listed = SCRATCH.with_borrow_mut(|scratch| {
-        let Scratch { sets, edge } = scratch;
-        listed(&order, bound, goal, stop, in_order, sets, edge)
+        let Scratch { sets, edge, spare } = scratch;
+        let mut out = std::mem::take(spare);
+        listed(&order, bound, goal, stop, in_order, sets, edge, &mut out).then_some(out)
     });
     match listed {
-        Some(masks) => Likeliest::Listed(masks.into_iter()),
+        Some(masks) => Likeliest::Listed(Listed { masks, next: 0 }),
         // Rounding left the sets above the safe bound a hair short: take
         // them in order.
         None => heap(&order),
@@ -379,7 +380,7 @@ pub enum Likeliest {
     /// Taken from the heap as they are asked for.
     Popped(Flips),
     /// Listed already.
-    Listed(std::vec::IntoIter<u64>),
+    Listed(Listed),
 }
 
 impl Iterator for Likeliest {
@@ -393,12 +394,52 @@ impl Iterator for Likeliest {
     }
 }
 
+/// The masks [`likeliest`] listed, taken in order. Dropped, it gives its
+/// buffer back to the thread's next [`likeliest`], which then lists
+/// without allocating.
+#[derive(Debug, Clone)]
+pub struct Listed {
+    masks: Vec<u64>,
+    next: usize,
+}
+
+impl Iterator for Listed {
+    type Item = u64;
+
+    fn next(&mut self) -> Option<u64> {
+        let mask = self.masks.get(self.next).copied();
+        self.next += 1;
+        mask
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        let left = self.masks.len().saturating_sub(self.next);
+        (left, Some(left))
+    }
+}
+
+impl Drop for Listed {
+    fn drop(&mut self) {
+        let masks = std::mem::take(&mut self.masks);
+        // A thread whose locals are being torn down frees it instead.
+        let _ = SCRATCH.try_with(|scratch| {
+            if let Ok(mut scratch) = scratch.try_borrow_mut() {
+                if scratch.spare.capacity() < masks.capacity() {
+                    scratch.spare = masks;
+                }
+            }
+        });
+    }
+}
+
 /// [`likeliest`]'s lists, kept by each thread from one query to the
 /// next.
 #[derive(Default)]
 struct Scratch {
     sets: Vec<u128>,
     edge: Vec<u128>,
+    /// The buffer of the last [`Listed`] dropped.
+    spare: Vec<u64>,
 }
 
 thread_local! {
@@ -406,8 +447,9 @@ thread_local! {
 }
 
 /// [`likeliest`] once the safe `bound` is known, with
-/// `sets` and `edge` to list into; `None` when rounding left the sets
-/// above the bound short of the goal.
+/// `sets` and `edge` to list into and the masks written to `out`; false
+/// when rounding left the sets above the bound short of the goal.
+#[allow(clippy::too_many_arguments)]
 fn listed(
     order: &Order,
     bound: f64,
@@ -416,7 +458,8 @@ fn listed(
     in_order: bool,
     sets: &mut Vec<u128>,
     edge: &mut Vec<u128>,
-) -> Option<Vec<u64>> {
+    out: &mut Vec<u64>,
+) -> bool {
     // A bound some way above the safe one first: the likeliest sets nearly
     // always cover the goal with far fewer listed.
     for bound in [bound * HOPEFUL, bound] {
@@ -424,11 +467,11 @@ fn listed(
         if order.k > 0 {
             walk(order, 0, order.k, 1.0, 0, bound, sets);
         }
-        if let Some(out) = take_likeliest(sets, goal, stop.max_probes, in_order, edge) {
-            return Some(out);
+        if take_likeliest(sets, goal, stop.max_probes, in_order, edge, out) {
+            return true;
         }
     }
-    None
+    false
 }
 
 /// Buckets [`take_likeliest`] sorts sets into: an eighth of a halving of
@@ -447,14 +490,16 @@ fn bucket(odds: f64) -> usize {
 /// odds while fewer than `max_probes` are taken and the odds covered
 /// (the empty set's 1 included) are below `goal`; `None` when all of
 /// them stay below both. Whole buckets are taken by their sums; only the
-/// bucket where the search stops is sorted.
+/// bucket where the search stops is sorted. The masks are written to
+/// `out`; false when they are not found.
 fn take_likeliest(
     sets: &[u128],
     goal: f64,
     max_probes: usize,
     in_order: bool,
     edge: &mut Vec<u128>,
-) -> Option<Vec<u64>> {
+    out: &mut Vec<u64>,
+) -> bool {
     let odds = |s: u128| f64::from_bits((s >> 64) as u64);
     let mut sums = [0f64; BUCKETS];
     let mut counts = [0u32; BUCKETS];
@@ -476,7 +521,7 @@ fn take_likeliest(
         taken += counts[b] as usize;
     }
     if cut == BUCKETS {
-        return None;
+        return false;
     }
     // Without branches, which would mispredict about every other set:
     // each set is written to `out` and to `edge`, and kept in the one it
@@ -484,7 +529,8 @@ fn take_likeliest(
     // bucket's place in `out`, bucket after bucket, the others to places
     // past those, cut off after.
     let edge_len = counts[cut] as usize;
-    let mut out = vec![0u64; sets.len() + 1];
+    out.clear();
+    out.resize(sets.len() + 1, 0);
     edge.clear();
     edge.resize(edge_len + 1, 0);
     let mut e = 0;
@@ -534,7 +580,7 @@ fn take_likeliest(
         taken += 1;
         out.push(s as u64);
     }
-    Some(out)
+    true
 }
 
 /// [`likeliest`]'s walk: every set extending `mask` (whose odds are
@@ -835,6 +881,41 @@ mod tests {
             }
         }
         assert_eq!(compared, 60 * budgets.len());
+    }
+
+    /// A listing's buffer goes back to the thread when dropped and is
+    /// taken by the next: listings alive together, dropped half-read or
+    /// in any order, each yield exactly their own masks.
+    #[test]
+    fn listings_reusing_a_buffer_keep_their_own_masks() {
+        let header: Vec<u8> = (38..64).collect();
+        let p = |b: u8| 0.02 + f64::from(b % 13) * 0.03;
+        let wide = Budget::recall(0.99);
+        let narrow = Budget::recall(0.9);
+        let fresh = |budget| -> Vec<u64> {
+            std::thread::scope(|s| {
+                s.spawn(|| likeliest(&header, p, 3, budget, true).collect())
+                    .join()
+                    .unwrap()
+            })
+        };
+        let (all_wide, all_narrow) = (fresh(wide), fresh(narrow));
+        assert!(all_wide.len() > all_narrow.len() + 10);
+        for _ in 0..3 {
+            let mut first = likeliest(&header, p, 3, wide, true);
+            assert!(matches!(first, Likeliest::Listed(_)));
+            let head: Vec<u64> = first.by_ref().take(5).collect();
+            let second: Vec<u64> = likeliest(&header, p, 3, narrow, true).collect();
+            assert_eq!(second, all_narrow);
+            let rest: Vec<u64> = first.collect();
+            assert_eq!([head, rest].concat(), all_wide);
+            let half_read = likeliest(&header, p, 3, wide, false).nth(3);
+            assert!(half_read.is_some());
+            assert_eq!(
+                likeliest(&header, p, 3, narrow, true).collect::<Vec<_>>(),
+                all_narrow
+            );
+        }
     }
 
     #[test]
