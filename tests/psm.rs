@@ -106,6 +106,50 @@ fn answers_are_true_matches_and_the_default_budget_finds_most() {
     assert!(recall >= 0.85, "recall {recall:.3} at the default budget");
 }
 
+/// First-match queries over every header flip find a match exactly when
+/// one exists, though they take the flips in several passes: queries are
+/// stored fingerprints with up to three header bits flipped and every bit
+/// equally volatile, so many of their matches lie in the last passes'
+/// headers.
+#[test]
+fn exhaustive_first_matches_are_found_in_every_pass() {
+    let mut rng = Rng(17);
+    let stored: Vec<u64> = (0..20_000).map(|_| rng.next()).collect();
+    let options = Options::new().tables(1).expected_size(20_000);
+    let (_dir, store) = loaded(&stored, &options);
+    let header = u32::from(store.plan().header_bits().unwrap());
+    let flips = simstore::plan::vosh::exact_count(header as u8, 3);
+    assert!(
+        flips > 400,
+        "{flips} header flips: too few for several passes"
+    );
+    let uniform = Volatility::uniform(0.1);
+    let queries: Vec<(u64, Volatility)> = (0..1500)
+        .map(|i| {
+            let mut q = stored[(i * 7919) % stored.len()];
+            for _ in 0..(i % 4) {
+                q ^= 1u64 << (63 - rng.next() % u64::from(header));
+            }
+            // Every eighth query is a random fingerprint.
+            if i % 8 == 7 {
+                q = rng.next();
+            }
+            (q, uniform)
+        })
+        .collect();
+    let firsts = store
+        .query_probabilistic_many(&queries, 3, Budget::EXHAUSTIVE, true)
+        .unwrap();
+    let mut found = 0;
+    for (i, &(q, _)) in queries.iter().enumerate() {
+        let exact = store.query(q, 3).unwrap();
+        assert!(firsts[i].len() <= 1 && firsts[i].iter().all(|m| exact.contains(m)));
+        assert_eq!(firsts[i].is_empty(), exact.is_empty(), "query {i} {q:016x}");
+        found += firsts[i].len();
+    }
+    assert!(found > 1200, "{found} first matches");
+}
+
 #[test]
 fn stores_of_several_tables_answer_exactly() {
     let (stored, queries) = generative(3000, 200, 2);
