@@ -334,9 +334,10 @@ impl Staged {
             self.fps.insert(fp, (p, p));
         }
         for &fp in with_ids {
-            let in_tables = self.fps.get(&fp).is_some_and(|(p, _)| p.in_tables);
+            // Every fingerprint of `with_ids` is in `fps`, placed above.
+            let placed = self.fps[&fp].0;
             self.stored
-                .insert(fp, read_stored(shared, &state, fp, in_tables)?);
+                .insert(fp, read_stored(shared, &state, fp, placed)?);
         }
         Ok(())
     }
@@ -356,9 +357,11 @@ impl Staged {
         if !self.stored.contains_key(&fp) {
             // Only a fingerprint in the tables has an id block to read (a
             // read of its table-0 block and id block, from disk when the
-            // tables are kept there): most inserted ones are new.
-            let in_tables = self.placement(shared, fp)?.in_tables;
-            let stored = read_stored(shared, &shared.state.read(), fp, in_tables)?;
+            // tables are kept there): most inserted ones are new. Its
+            // placement before the group, not where the group put it.
+            self.placement(shared, fp)?;
+            let placed = self.fps[&fp].0;
+            let stored = read_stored(shared, &shared.state.read(), fp, placed)?;
             self.stored.insert(fp, stored);
         }
         Ok(&self.stored[&fp])
@@ -463,16 +466,23 @@ fn read_placement(shared: &Shared, state: &super::state::State, fp: u64) -> Resu
     })
 }
 
-/// `fp`'s ids in its id block (read only when it is `in_tables`) and in
-/// all, in `state` (see [`Staged::stored`]).
+/// `fp`'s ids in its id block and in all, in `state` (see
+/// [`Staged::stored`]), given where it is `placed` in that state. A
+/// fingerprint neither in the tables nor pending has no ids: the
+/// overlay holds pairs of stored fingerprints only (`verify` checks it),
+/// so the look-up in its map, a cache miss or two, is left out for the
+/// new fingerprints that most inserts bring.
 fn read_stored(
     shared: &Shared,
     state: &super::state::State,
     fp: u64,
-    in_tables: bool,
+    placed: Placement,
 ) -> Result<(Vec<u64>, Vec<u64>)> {
     let mut base = Vec::new();
-    if in_tables {
+    if !placed.in_tables && !placed.pending {
+        return Ok((base, Vec::new()));
+    }
+    if placed.in_tables {
         state.base_ids(&shared.plan, fp, &mut base)?;
     }
     let mut all = base.clone();
