@@ -338,9 +338,15 @@ impl Overlay {
     /// Every fingerprint with entries and its entries (increasing by id),
     /// increasing by fingerprint: for walks beside sorted fingerprints,
     /// which then read each one's entries without a look-up in the map
-    /// (a cache miss or two each).
-    pub fn sorted(&self) -> Vec<(u64, &[(u64, bool)])> {
-        let mut sorted: Vec<(u64, &[(u64, bool)])> = self.iter().collect();
+    /// (a cache miss or two each). The entries are copied as the map is
+    /// walked, in its order: read later in the fingerprints' order from
+    /// the map itself, each would be a cache miss again.
+    fn sorted(&self) -> Vec<(u64, Entries)> {
+        let mut sorted: Vec<(u64, Entries)> = self
+            .map
+            .iter()
+            .map(|(&fp, list)| (fp, list.clone()))
+            .collect();
         sorted.sort_unstable_by_key(|&(fp, _)| fp);
         sorted
     }
@@ -483,7 +489,7 @@ pub(crate) struct Truth<'a> {
     /// a merge writes have no entry, and walking this list beside them
     /// costs far less than a look-up in the overlay's map (a cache miss or
     /// two) for each; those that have one read it from here too.
-    listed: Vec<(u64, &'a [(u64, bool)])>,
+    listed: Vec<(u64, Entries)>,
     listed_at: usize,
     extra: &'a [(u64, u64)],
     block: Option<usize>,
@@ -576,7 +582,7 @@ impl<'a> Truth<'a> {
     pub fn ids(&mut self, fp: u64, out: &mut Vec<u64>) -> Result<u64> {
         self.base(fp, out)?;
         if self.in_overlay(fp) {
-            apply(self.listed[self.listed_at].1, out);
+            apply(self.listed[self.listed_at].1.as_slice(), out);
         }
         Ok(add_ids(self.extra(fp), out))
     }
@@ -721,7 +727,8 @@ impl Reconcile<'_> {
         // Each lookup is a cache miss in a map of millions: the snapshot's
         // entries are read as its map is walked, and `out.overlay` (which
         // holds none of them yet) is touched only to insert.
-        for (fp, current) in listed {
+        for (fp, current) in &listed {
+            let (fp, current) = (*fp, current.as_slice());
             let roles = roles.of(fp);
             match self.one(current, true, fp, roles, &mut scratch)? {
                 None => out.overlay.replace(fp, current),
