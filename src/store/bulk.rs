@@ -7,6 +7,7 @@
 //! other write or compaction interleaves; queries go on, reading the old
 //! tables until the new ones are swapped in.
 
+use std::mem::replace;
 use std::sync::Arc;
 
 use super::compact::{
@@ -16,6 +17,7 @@ use super::compact::{
 use super::files;
 use super::pending::Pending;
 use super::shared::Shared;
+use super::state::Retired;
 use crate::error::Result;
 use crate::format::{keys, records};
 
@@ -131,11 +133,15 @@ pub(crate) fn insert_bulk<E: super::Entry>(shared: &Shared, pairs: &[E]) -> Resu
         },
     )?;
     let filed = files::filed(&outputs, db.tables());
-    files::commit(shared, batch, &filed, |state| {
-        state.tables = swapped(&tables, outputs);
-        state.id_table = id_table;
-        state.overlay = overlay;
-        state.pending = Pending::new(plan.tables().len());
+    let mut retired = Retired::default();
+    files::commit(shared, batch, &filed, false, |state| {
+        retired.keep(replace(&mut state.tables, swapped(&tables, outputs)));
+        retired.keep(replace(&mut state.id_table, id_table));
+        retired.keep(replace(&mut state.overlay, overlay));
+        retired.keep(replace(
+            &mut state.pending,
+            Pending::new(plan.tables().len()),
+        ));
         // Every upper level is emptied into level 0.
         if state.upper.is_some() {
             state.upper = Some(Arc::new(Pending::new(plan.tables().len())));

@@ -7,6 +7,7 @@
 //! made during the merge is lost or resurrected), writes one atomic batch
 //! covering every table, and swaps the new table snapshots in.
 
+use std::mem::replace;
 use std::sync::Arc;
 
 use super::files::{self, Merged, MergedIds};
@@ -14,6 +15,7 @@ use super::ids::{self, Base, IdBuilder, IdTable, Overlay, Reconcile, Reconciled,
 use super::levels::Job;
 use super::pending::Pending;
 use super::shared::Shared;
+use super::state::Retired;
 use crate::error::Result;
 use crate::format::{keys, records};
 use crate::table::{merge, merge_observed, MergeOutput, TableState};
@@ -39,6 +41,15 @@ pub(crate) fn compact(shared: &Shared) -> Result<CompactionReport> {
     shared.check_writable()?;
     let levels = shared.state.read().levels();
     let report = run(shared, &Job::full(levels));
+    // A merge's batch is not fsynced of its own (see
+    // `Shared::write_merge_or_poison`); one asked for is on disk when this
+    // returns, in sync mode.
+    let report = report.and_then(|r| {
+        if shared.sync_writes() {
+            shared.db.flush_wal()?;
+        }
+        Ok(r)
+    });
     super::flats::install(shared);
     super::memory::release_free_memory(shared);
     report
@@ -897,6 +908,8 @@ fn commit(
     touched.sort_unstable();
     touched.dedup();
     let merged = Pending::permuted(plan, &g.pending);
+    // Declared before the commit lock's guard: dropped after it.
+    let mut retired = Retired::default();
     let _leader = shared.locks.commit();
     // Every fingerprint written since the merge's snapshot: no write
     // commits while the commit lock is held.
@@ -937,15 +950,18 @@ fn commit(
         };
         shared.put_counters(&mut batch, &counters)?;
         let filed = files::filed(&outputs, db.tables());
-        files::commit(shared, batch, &filed, |state| {
-            state.tables = swapped(&g.tables, outputs);
+        files::commit(shared, batch, &filed, true, |state| {
+            retired.keep(replace(&mut state.tables, swapped(&g.tables, outputs)));
             if let Some((id_table, overlay, _)) = id_parts {
-                state.id_table = id_table;
-                state.overlay = overlay;
+                retired.keep(replace(&mut state.id_table, id_table));
+                retired.keep(replace(&mut state.overlay, overlay));
             }
-            state.pending = Pending::new(plan.tables().len());
-            state.upper = upper;
-            state.tombstones.clear();
+            retired.keep(replace(
+                &mut state.pending,
+                Pending::new(plan.tables().len()),
+            ));
+            retired.keep(replace(&mut state.upper, upper));
+            retired.keep(std::mem::take(&mut state.tombstones));
         })?;
         return Ok(report);
     }
@@ -1012,16 +1028,16 @@ fn commit(
         shared.put_counters(&mut batch, &counters)?;
     }
     let filed = files::filed(&outputs, db.tables());
-    files::commit(shared, batch, &filed, |state| {
+    files::commit(shared, batch, &filed, true, |state| {
         debug_assert!(
             Arc::ptr_eq(&state.tables, &g.tables),
             "tables change only under the compaction lock"
         );
-        state.tables = swapped(&g.tables, outputs);
-        state.upper = upper;
+        retired.keep(replace(&mut state.tables, swapped(&g.tables, outputs)));
+        retired.keep(replace(&mut state.upper, upper));
         if let Some((id_table, overlay, _)) = id_parts {
-            state.id_table = id_table;
-            state.overlay = overlay;
+            retired.keep(replace(&mut state.id_table, id_table));
+            retired.keep(replace(&mut state.overlay, overlay));
         }
         // Every fingerprint that leaves the pending set is one the merge
         // took in (a tombstoned one that is pending again stays), and the

@@ -172,8 +172,9 @@ pub(crate) fn discard(store: &Path) -> Result<()> {
 /// changes, then those; `swap` applies the commit to memory under the
 /// state write lock.
 ///
-/// Without filed tables this is one write with the store's durability.
-/// With some, the batch also carries the table files record; it and the
+/// Without filed tables this is one write: with the store's durability
+/// for a bulk insert, as [`Shared::write_merge_or_poison`] for a merge
+/// (`merge`). With some, the batch also carries the table files record; it and the
 /// record's deletion are fsynced whatever the durability. A failure after
 /// that first write poisons the store (memory has the new state; the next
 /// open finishes the ingestion).
@@ -181,10 +182,15 @@ pub(crate) fn commit(
     shared: &Shared,
     mut batch: crate::storage::Batch,
     filed: &[usize],
+    merge: bool,
     swap: impl FnOnce(&mut State),
 ) -> Result<()> {
     if filed.is_empty() {
-        shared.write_or_poison(batch)?;
+        if merge {
+            shared.write_merge_or_poison(batch)?;
+        } else {
+            shared.write_or_poison(batch)?;
+        }
         swap(&mut shared.state.write());
         return Ok(());
     }

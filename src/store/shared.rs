@@ -136,6 +136,17 @@ impl Shared {
         self.write_poisoning(batch, sync)
     }
 
+    /// Writes a merge's batch, which changes where fingerprints are kept
+    /// but not what is stored: not fsynced of its own in sync mode (it
+    /// holds writers off while it is written). It is on disk before any
+    /// later write is acknowledged there, as the log is synced up to each
+    /// of those; a power cut before one loses the merge and nothing
+    /// stored. In buffered mode, as [`write_or_poison`](Self::write_or_poison).
+    pub fn write_merge_or_poison(&self, batch: crate::storage::Batch) -> Result<()> {
+        let sync = !self.sync_writes() && self.locks.sync_due();
+        self.write_poisoning(batch, sync)
+    }
+
     /// Writes a batch fsynced whatever the store's durability (poisoning
     /// the store on failure, as [`write_or_poison`](Self::write_or_poison)).
     pub fn write_synced_or_poison(&self, batch: crate::storage::Batch) -> Result<()> {

@@ -20,6 +20,20 @@ use crate::table::TableState;
 /// Fingerprints whose ids [`State::ids_of_many`] looks up together.
 pub const IDS_TOGETHER: usize = 16;
 
+/// Parts of a [`State`] a commit replaced, kept until the commit's locks
+/// are released: freeing an overlay or a set of millions of entries
+/// takes tens of milliseconds, which writers and readers would otherwise
+/// wait through.
+#[derive(Default)]
+pub(crate) struct Retired(Vec<Box<dyn std::any::Any + Send>>);
+
+impl Retired {
+    /// Keeps `old` until this is dropped.
+    pub fn keep<T: Send + 'static>(&mut self, old: T) {
+        self.0.push(Box::new(old));
+    }
+}
+
 /// Everything a query reads, swapped or updated only under the store's
 /// state lock.
 #[derive(Debug, Clone)]

@@ -305,7 +305,7 @@ pub fn cleared(old: &TableState) -> MergeOutput {
             Arc::clone(&old.codes),
             old.storage.clone(),
         ),
-        removed: old.keys.clone(),
+        removed: old.keys.to_vec(),
         added: Added::default(),
         new_code: None,
     }

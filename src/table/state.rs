@@ -14,15 +14,17 @@ use crate::index;
 
 /// An immutable snapshot of one table. Compaction builds a new snapshot
 /// (sharing unchanged blocks) and swaps it in, so a query never sees a
-/// half-merged table.
+/// half-merged table. A clone shares the keys, directory and blocks (a
+/// merge's commit copies the list of every level's tables, while writers
+/// wait).
 #[derive(Debug, Clone)]
 pub struct TableState {
     pub(super) number: usize,
-    pub(super) keys: Vec<u64>,
+    pub(super) keys: Arc<Vec<u64>>,
     /// Narrows block lookups (memory only, derived from `keys`).
-    pub(super) directory: index::Directory,
+    pub(super) directory: Arc<index::Directory>,
     /// One entry per block, in key order: what a probe reads, together.
-    pub(super) blocks: Vec<Slot>,
+    pub(super) blocks: Arc<Vec<Slot>>,
     pub(super) codes: Arc<Codebook>,
     pub(super) fingerprints: u64,
     pub(super) storage: Storage,
@@ -131,9 +133,9 @@ impl TableState {
         let fingerprints = blocks.iter().map(|b| u64::from(b.count)).sum();
         Self {
             number,
-            directory: index::Directory::new(&keys),
-            keys,
-            blocks,
+            directory: Arc::new(index::Directory::new(&keys)),
+            keys: Arc::new(keys),
+            blocks: Arc::new(blocks),
             codes,
             fingerprints,
             storage,
@@ -230,7 +232,7 @@ impl TableState {
     pub fn index_entries(&self) -> impl ExactSizeIterator<Item = IndexEntry> + '_ {
         self.keys
             .iter()
-            .zip(&self.blocks)
+            .zip(self.blocks.iter())
             .map(|(&key, b)| IndexEntry {
                 key,
                 len: u16::try_from(b.len).unwrap_or(u16::MAX),
@@ -343,7 +345,8 @@ impl TableState {
         }
         for (key, reason) in problems {
             if let Ok(j) = self.keys.binary_search(key) {
-                table.blocks[j].held = OnceLock::from(Held::Corrupt(reason.as_str().into()));
+                Arc::make_mut(&mut table.blocks)[j].held =
+                    OnceLock::from(Held::Corrupt(reason.as_str().into()));
             }
         }
         table
