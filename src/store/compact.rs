@@ -976,6 +976,7 @@ fn commit(
     {
         let state = shared.state.read();
         let mut pending_changes = Vec::new();
+        let mut taken = 0;
         // Walked in increasing order beside `touched`: a fingerprint not
         // written since the snapshot is pending exactly when it was then.
         // (A merge into level 0 drained the journal as it caught up with
@@ -983,17 +984,27 @@ fn commit(
         // read again.)
         let (mut was_pending, mut in_removes) = (Walk::new(&g.pending), Walk::new(removes));
         let mut written = journal.as_deref().filter(|_| !caught_up).map(Walk::new);
+        // Most of `touched` (all of it, for a merge of the pending set into
+        // the top, which can be millions after a merge into level 0) is
+        // pending fingerprints merged and not written since: walked, not
+        // looked up, as the writers wait.
         for &x in &touched {
             let was_in_tables = in_removes.has(x, |&f| f);
+            // Pending at the snapshot: the merge takes it in.
+            let in_new = was_pending.has(x, |&f| f);
             let unchanged = written.as_mut().is_some_and(|w| !w.has(x, |&f| f));
-            let pending = if unchanged {
-                was_pending.has(x, |&f| f)
-            } else {
-                state.pending.contains(plan, x)
-            };
+            if unchanged && in_new {
+                // Pending then (so in no table, not tombstoned) and not
+                // written since: moved into the tables, which the swap's
+                // removal of `merged` does in memory.
+                pending_changes.push((x, false));
+                taken += 1;
+                continue;
+            }
+            // (Not pending then, and not written since: not pending now.)
+            let pending = !unchanged && state.pending.contains(plan, x);
             let tombstoned = state.tombstones.contains(&x);
             let live = pending || (was_in_tables && !tombstoned);
-            let in_new = g.pending.binary_search(&x).is_ok();
             let (want_pending, want_tomb) = if in_new {
                 (false, !live)
             } else {
@@ -1022,6 +1033,7 @@ fn commit(
             table_fingerprints: new_table_fingerprints,
             ..state.counters()
         };
+        counters.pending = counters.pending.saturating_sub(taken);
         for &(_, pending, want_pending, tombstoned, want_tomb) in &fixes {
             counters.moved((pending, tombstoned), (want_pending, want_tomb));
         }
