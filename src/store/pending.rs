@@ -73,11 +73,18 @@ impl Pending {
         let (Some(runs), Some(removed)) = (self.per_table.get(t), self.removed.get(t)) else {
             return Vec::new();
         };
-        let mut v: Vec<u64> = runs
-            .range(0, u64::MAX)
-            .filter(|p| !removed.contains(p))
-            .collect();
-        v.sort_unstable();
+        let mut v: Vec<u64> = if removed.is_empty() {
+            runs.range(0, u64::MAX).collect()
+        } else {
+            runs.range(0, u64::MAX)
+                .filter(|p| !removed.contains(p))
+                .collect()
+        };
+        // The runs one after the other: the stable sort merges them (it
+        // finds runs already in order), where the unstable one sorts the
+        // whole anew; merges and their commits read millions of pending
+        // values with writers held off.
+        v.sort();
         v
     }
 
