@@ -225,3 +225,83 @@ fn racing_single_op_callers_each_get_their_own_outcome() {
         assert_eq!(store.stats().fingerprints, 0);
     }
 }
+
+/// A fingerprint written again and again with new ids (clustered data:
+/// exact duplicates and near ones) while the background compactor moves
+/// it from pending through the upper levels into level 0, whose id blocks
+/// take its earlier ids: a reader beside the writer finds every id
+/// acknowledged before its query began, and after the merges settle
+/// every query path finds exactly the ids written.
+#[test]
+fn ids_written_across_background_merges_stay_in_every_answer() {
+    use std::collections::{BTreeMap, BTreeSet};
+    use std::sync::Mutex;
+
+    for seed in 1..=6u64 {
+        let dir = tempfile::tempdir().unwrap();
+        let threshold = [30, 50, 100][seed as usize % 3];
+        let store = Arc::new(
+            Store::create(
+                dir.path().join("s"),
+                &Options::new().block_size(64).merge_threshold(threshold),
+            )
+            .unwrap(),
+        );
+        let mut rng = Rng(seed);
+        let data = common::clustered(4000, &mut rng);
+        let acked: Arc<Mutex<BTreeMap<u64, BTreeSet<u64>>>> = Arc::default();
+        let stop = Arc::new(AtomicBool::new(false));
+        let reader = {
+            let (store, acked, stop, data) =
+                (store.clone(), acked.clone(), stop.clone(), data.clone());
+            std::thread::spawn(move || {
+                let mut rng = Rng(seed + 100);
+                let mut looked = 0u64;
+                while !stop.load(Ordering::Acquire) || looked == 0 {
+                    let fp = data[rng.below(data.len() as u64) as usize];
+                    let before = acked.lock().unwrap().get(&fp).cloned().unwrap_or_default();
+                    let got: Vec<u64> = store
+                        .query(fp, 0)
+                        .unwrap()
+                        .into_iter()
+                        .find(|m| m.fingerprint == fp)
+                        .map(|m| m.ids)
+                        .unwrap_or_default();
+                    for id in &before {
+                        assert!(
+                            got.contains(id),
+                            "seed {seed}: {fp:016x} answered {got:?}, acknowledged {before:?}"
+                        );
+                    }
+                    looked += 1;
+                }
+            })
+        };
+        let mut model = Model::default();
+        let mut at = 0;
+        while at < data.len() {
+            let size = 1 + rng.below(80) as usize;
+            let pairs: Vec<(u64, u64)> = data[at..(at + size).min(data.len())]
+                .iter()
+                .enumerate()
+                .map(|(j, &fp)| (fp, (at + j) as u64))
+                .collect();
+            store.insert_many(&pairs).unwrap();
+            let mut acked = acked.lock().unwrap();
+            for &(fp, id) in &pairs {
+                model.insert(fp, Some(id));
+                acked.entry(fp).or_default().insert(id);
+            }
+            at += size;
+        }
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        while store.stats().pending >= threshold as u64 && std::time::Instant::now() < deadline {
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        stop.store(true, Ordering::Release);
+        reader.join().unwrap();
+        let mut stored: Vec<u64> = model.fps.keys().copied().collect();
+        stored.truncate(200);
+        check_store(&store, &model, &stored);
+    }
+}
