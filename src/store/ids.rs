@@ -748,8 +748,9 @@ impl Reconcile<'_> {
     /// Corrects `done`, [`all`](Self::all) against the snapshot, for
     /// writes made since: `changed` (increasing) holds every fingerprint
     /// whose entries `now` may hold otherwise than the snapshot. Each of
-    /// them has every key `done` or `now` gives it deleted, then its
-    /// entries put, in `fixes` (written after `done`'s deletes and puts).
+    /// them has every key `done` or `now` gives it that its entries do
+    /// not deleted, then its entries put, in `fixes` (written after
+    /// `done`'s deletes and puts, which the puts override).
     ///
     /// `pending` tells whether a fingerprint is pending now, and so in no
     /// level's tables: one the merge does not involve keeps its entries
@@ -783,12 +784,17 @@ impl Reconcile<'_> {
                 None => current.to_vec(),
                 Some(entries) => entries,
             };
+            // A key put again needs no delete before it (the later write
+            // of a key in a batch is the one that stays): each is an entry
+            // RocksDB sorts, flushes and compacts away.
+            let not_put = |id: &u64| entries.binary_search_by_key(id, |&(e, _)| e).is_err();
             let mut stale: Vec<u64> = done
                 .overlay
                 .get(fp)
                 .iter()
                 .chain(current)
                 .map(|&(id, _)| id)
+                .filter(not_put)
                 .collect();
             stale.sort_unstable();
             stale.dedup();
