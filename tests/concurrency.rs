@@ -234,7 +234,6 @@ fn racing_single_op_callers_each_get_their_own_outcome() {
 /// every query path finds exactly the ids written.
 #[test]
 fn ids_written_across_background_merges_stay_in_every_answer() {
-    use std::collections::{BTreeMap, BTreeSet};
     use std::sync::Mutex;
 
     for seed in 1..=6u64 {
@@ -249,17 +248,25 @@ fn ids_written_across_background_merges_stay_in_every_answer() {
         );
         let mut rng = Rng(seed);
         let data = common::clustered(4000, &mut rng);
-        let acked: Arc<Mutex<BTreeMap<u64, BTreeSet<u64>>>> = Arc::default();
+        // The model holds what is acknowledged: a write's pairs go in
+        // once `insert_many` returns.
+        let model: Arc<Mutex<Model>> = Arc::default();
         let stop = Arc::new(AtomicBool::new(false));
         let reader = {
-            let (store, acked, stop, data) =
-                (store.clone(), acked.clone(), stop.clone(), data.clone());
+            let (store, model, stop, data) =
+                (store.clone(), model.clone(), stop.clone(), data.clone());
             std::thread::spawn(move || {
                 let mut rng = Rng(seed + 100);
                 let mut looked = 0u64;
                 while !stop.load(Ordering::Acquire) || looked == 0 {
                     let fp = data[rng.below(data.len() as u64) as usize];
-                    let before = acked.lock().unwrap().get(&fp).cloned().unwrap_or_default();
+                    let before = model
+                        .lock()
+                        .unwrap()
+                        .fps
+                        .get(&fp)
+                        .cloned()
+                        .unwrap_or_default();
                     let got: Vec<u64> = store
                         .query(fp, 0)
                         .unwrap()
@@ -277,7 +284,6 @@ fn ids_written_across_background_merges_stay_in_every_answer() {
                 }
             })
         };
-        let mut model = Model::default();
         let mut at = 0;
         while at < data.len() {
             let size = 1 + rng.below(80) as usize;
@@ -287,10 +293,9 @@ fn ids_written_across_background_merges_stay_in_every_answer() {
                 .map(|(j, &fp)| (fp, (at + j) as u64))
                 .collect();
             store.insert_many(&pairs).unwrap();
-            let mut acked = acked.lock().unwrap();
+            let mut model = model.lock().unwrap();
             for &(fp, id) in &pairs {
                 model.insert(fp, Some(id));
-                acked.entry(fp).or_default().insert(id);
             }
             at += size;
         }
@@ -300,6 +305,7 @@ fn ids_written_across_background_merges_stay_in_every_answer() {
         }
         stop.store(true, Ordering::Release);
         reader.join().unwrap();
+        let model = model.lock().unwrap();
         let mut stored: Vec<u64> = model.fps.keys().copied().collect();
         stored.truncate(200);
         check_store(&store, &model, &stored);
