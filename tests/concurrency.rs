@@ -311,3 +311,70 @@ fn ids_written_across_background_merges_stay_in_every_answer() {
         check_store(&store, &model, &stored);
     }
 }
+
+/// A store whose tables are kept on disk reads their blocks, and its id
+/// blocks, through RocksDB. A query made while a merge's commit has
+/// written its batch but not yet swapped in its state must answer from
+/// one state or the other (the same answers here), never from the state
+/// before with the blocks after: for a commit through its batch, and one
+/// through table files for the tables whose new blocks reach 6,000 bytes
+/// and its batch for the others.
+#[test]
+fn queries_during_a_commit_of_a_store_kept_on_disk() {
+    for (seed, table_file_bytes) in [(51u64, None), (52, Some(6000))] {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s");
+        let mut options = Options::new()
+            .block_size(64)
+            .merge_threshold(200)
+            .manual_compaction(true)
+            .durability(simstore::Durability::Buffered);
+        if let Some(bytes) = table_file_bytes {
+            options = options.table_file_bytes(bytes);
+        }
+        let mut rng = Rng(seed);
+        let data = common::clustered(3000, &mut rng);
+        let mut model = Model::default();
+        let (first, rest) = data.split_at(2000);
+        {
+            let store = Store::create(&path, &options).unwrap();
+            let pairs: Vec<(u64, u64)> = (0..).zip(first).map(|(i, &fp)| (fp, i)).collect();
+            store.insert_many(&pairs).unwrap();
+            for &(fp, id) in &pairs {
+                model.insert(fp, Some(id));
+            }
+            store.compact().unwrap();
+        }
+        let pause = simstore::MergePause::new();
+        let store = Store::open(
+            &path,
+            &options.clone().memory_budget(1).pause_merge(pause.clone()),
+        )
+        .unwrap();
+        assert!(!store.stats().tables_in_memory);
+        // New fingerprints across level 0's blocks and new ids of stored
+        // ones: the merge held below rewrites most blocks and id blocks.
+        let late: Vec<(u64, u64)> = (10_000..)
+            .zip(rest.iter().chain(first.iter().step_by(7)))
+            .map(|(id, &fp)| (fp, id))
+            .collect();
+        for chunk in late.chunks(50) {
+            store.insert_many(chunk).unwrap();
+            for &(fp, id) in chunk {
+                model.insert(fp, Some(id));
+            }
+        }
+        let qs = common::queries(&data, 150, &mut rng);
+        std::thread::scope(|s| {
+            pause.arm_after_write();
+            let merge = s.spawn(|| store.compact().unwrap());
+            pause.wait_held();
+            let reader = s.spawn(|| check_store(&store, &model, &qs));
+            std::thread::sleep(std::time::Duration::from_millis(100));
+            pause.release();
+            merge.join().unwrap();
+            reader.join().unwrap();
+        });
+        check_store(&store, &model, &qs);
+    }
+}

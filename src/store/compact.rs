@@ -250,7 +250,7 @@ fn run(shared: &Shared, job: &Job) -> Result<CompactionReport> {
         None => None,
     };
     if let (Some(pause), Some(_)) = (&shared.options.pause_merge, ids) {
-        pause.hold();
+        pause.hold(super::pause::Point::Merged);
     }
     for &l in &job.sources {
         for t in 0..g.per_level {

@@ -185,13 +185,26 @@ pub(crate) fn commit(
     merge: bool,
     swap: impl FnOnce(&mut State),
 ) -> Result<()> {
+    // A state whose reads may fetch blocks from RocksDB must not be read
+    // once the batch is written: the blocks the commit replaces would be
+    // read under their keys with what it wrote there (another block's
+    // values, or none). Its write lock is then held from the batch's
+    // write until the new state is in.
+    let guarded = shared.state.read().reads_stored_blocks();
+    let pause = || {
+        if let (Some(pause), true) = (&shared.options.pause_merge, merge) {
+            pause.hold(super::pause::Point::Written);
+        }
+    };
     if filed.is_empty() {
+        let held = guarded.then(|| shared.state.write());
         if merge {
             shared.write_merge_or_poison(batch)?;
         } else {
             shared.write_or_poison(batch)?;
         }
-        swap(&mut shared.state.write());
+        pause();
+        swap(&mut held.unwrap_or_else(|| shared.state.write()));
         return Ok(());
     }
     let prepared = sync_directory(&dir(&shared.dir)).and_then(|()| shared.db.flush_tables(filed));
@@ -205,18 +218,18 @@ pub(crate) fn commit(
         keys::TABLE_FILES,
         records::encode_table_files(&tables),
     );
+    let held = guarded.then(|| shared.state.write());
     shared.write_synced_or_poison(batch)?;
+    pause();
 
-    // Tables held in memory swap first: their rewritten blocks are held by
-    // the new state, and a block it has not read yet is one the commit did
-    // not change, stored under the same key before and after each file
-    // goes in. Tables on disk read every block through RocksDB: readers
-    // wait until all files are in.
+    // A state read only from memory swaps first: the rewritten blocks are
+    // held by the new state, and the others are the same before and after
+    // each file goes in. Otherwise readers wait until all files are in.
     // A failed ingestion leaves some families without the blocks of the
     // state swapped in (or with older ones under their keys): marked
     // before the commit lock is released (`verify` holds it), and with
-    // tables on disk under the state write lock too, so no read of them
-    // sees the new state without the mark.
+    // reads through RocksDB under the state write lock too, so no read of
+    // them sees the new state without the mark.
     let ingest_marking_lag = || {
         let ingested = ingest(shared, filed);
         if ingested.is_err() {
@@ -224,15 +237,16 @@ pub(crate) fn commit(
         }
         ingested
     };
-    let on_disk = shared.state.read().tables.iter().any(|t| !t.in_memory());
-    let ingested = if on_disk {
-        let mut state = shared.state.write();
-        let ingested = ingest_marking_lag();
-        swap(&mut state);
-        ingested
-    } else {
-        swap(&mut shared.state.write());
-        ingest_marking_lag()
+    let ingested = match held {
+        Some(mut state) => {
+            let ingested = ingest_marking_lag();
+            swap(&mut state);
+            ingested
+        }
+        None => {
+            swap(&mut shared.state.write());
+            ingest_marking_lag()
+        }
     };
     match ingested.and_then(|()| forget(shared, filed.len())) {
         // Committed whatever the removal does: a file left is removed by

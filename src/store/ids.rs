@@ -75,6 +75,12 @@ impl IdTable {
         self.memory && self.slots.iter().any(|s| s.get().is_none())
     }
 
+    /// Whether a look-up may read an id block from the source: one not
+    /// held in memory, or not read yet.
+    pub fn reads_source(&self) -> bool {
+        !self.slots.is_empty() && (!self.memory || self.has_unread())
+    }
+
     /// Asks the processor for slot `j` (the first stage of a staged
     /// look-up).
     #[inline]

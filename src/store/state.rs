@@ -186,6 +186,14 @@ impl State {
             .sum()
     }
 
+    /// Whether a read of this state may fetch a block from RocksDB: a
+    /// table (or the id table) kept on disk, or one held in memory with a
+    /// block not read yet. Such a read finds, under a block's key, what
+    /// the last commit wrote there.
+    pub fn reads_stored_blocks(&self) -> bool {
+        self.tables.iter().any(|t| !t.in_memory() || t.has_unread()) || self.id_table.reads_source()
+    }
+
     /// The ids of `fp` in its id block (none when the tables do not hold
     /// it), into `out` (replaced).
     pub fn base_ids(&self, plan: &Plan, fp: u64, out: &mut Vec<u64>) -> Result<()> {
