@@ -378,3 +378,192 @@ fn queries_during_a_commit_of_a_store_kept_on_disk() {
         check_store(&store, &model, &qs);
     }
 }
+
+/// The ids a query at distance 0 finds for `fp`, `None` when it does not
+/// find the fingerprint.
+fn ids_found(store: &Store, fp: u64) -> Option<Vec<u64>> {
+    store
+        .query(fp, 0)
+        .unwrap()
+        .into_iter()
+        .find(|m| m.fingerprint == fp)
+        .map(|m| m.ids)
+}
+
+/// A reader beside the writer: until `stop`, each answer for a
+/// fingerprint `kept` (never deleted) holds every id acknowledged for it
+/// before the query began.
+fn spawn_reader(
+    store: Arc<Store>,
+    acknowledged: Arc<std::sync::Mutex<Model>>,
+    stop: Arc<AtomicBool>,
+    data: Arc<Vec<u64>>,
+    kept: fn(u64) -> bool,
+    seed: u64,
+) -> std::thread::JoinHandle<()> {
+    std::thread::spawn(move || {
+        let mut rng = Rng(seed + 200);
+        while !stop.load(Ordering::Acquire) {
+            let fp = data[rng.below(data.len() as u64) as usize];
+            if !kept(fp) {
+                continue;
+            }
+            let before = acknowledged
+                .lock()
+                .unwrap()
+                .fps
+                .get(&fp)
+                .cloned()
+                .unwrap_or_default();
+            let got = ids_found(&store, fp).unwrap_or_default();
+            for id in &before {
+                assert!(
+                    got.contains(id),
+                    "seed {seed}: {fp:016x} answered {got:?}, acknowledged {before:?}"
+                );
+            }
+        }
+    })
+}
+
+/// Random work against a model, with the background compactor and a
+/// reader beside the writer: small and bulk inserts, new ids of stored
+/// fingerprints, deletes of pairs and of whole fingerprints, full
+/// compactions and reopens; stores held in memory or kept on disk (a
+/// memory budget of one byte), merges committed through table files or
+/// not, writers held back by a small pending limit or not. The reader
+/// checks the fingerprints never deleted (each answer holds every id
+/// acknowledged before it); the writer checks the ones it wrote last,
+/// and at the end every fingerprint, the id count and `verify`.
+#[test]
+fn random_work_beside_a_reader_matches_the_model() {
+    fn kept(fp: u64) -> bool {
+        !fp.is_multiple_of(3)
+    }
+    for seed in 1..=6u64 {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s");
+        let threshold = [30, 50, 100][seed as usize % 3];
+        let mut options = Options::new()
+            .block_size(64)
+            .merge_threshold(threshold)
+            .durability(simstore::Durability::Buffered);
+        if seed % 2 == 1 {
+            options = options.memory_budget(1);
+        }
+        if seed % 3 == 0 {
+            options = options.table_file_bytes(1500);
+        }
+        if seed % 4 == 2 {
+            options = options.max_pending(2 * threshold);
+        }
+        let mut rng = Rng(seed + 40);
+        let data = Arc::new(if seed % 3 == 2 {
+            common::random(3000, &mut rng)
+        } else {
+            common::clustered(3000, &mut rng)
+        });
+        let mut model = Model::default();
+        let acknowledged: Arc<std::sync::Mutex<Model>> = Arc::default();
+        let mut store = Arc::new(Store::create(&path, &options).unwrap());
+        let mut stop = Arc::new(AtomicBool::new(false));
+        let start = |store: &Arc<Store>, stop: &Arc<AtomicBool>| {
+            let (store, stop) = (store.clone(), stop.clone());
+            spawn_reader(store, acknowledged.clone(), stop, data.clone(), kept, seed)
+        };
+        let mut reader = start(&store, &stop);
+        let insert = |store: &Store, model: &mut Model, pairs: &[(u64, u64)]| {
+            store.insert_many(pairs).unwrap();
+            let mut acknowledged = acknowledged.lock().unwrap();
+            for &(fp, id) in pairs {
+                model.insert(fp, Some(id));
+                if kept(fp) {
+                    acknowledged.insert(fp, Some(id));
+                }
+            }
+        };
+        // A fingerprint written before `at`: half the time one of the
+        // last written, most likely still pending (or being merged).
+        let written = |rng: &mut Rng, at: usize| {
+            let back = if rng.below(2) == 0 { 2 * threshold } else { at };
+            at - 1 - rng.below(back.min(at) as u64) as usize
+        };
+        let (mut at, mut next_id, mut step) = (0usize, 1u64 << 32, 0u64);
+        while at < data.len() {
+            step += 1;
+            let roll = rng.below(100);
+            let sizes = if roll < 75 || at < 100 {
+                // Below the merge threshold: pending.
+                Some(1 + rng.below(80) as usize)
+            } else if roll < 80 {
+                // At or above it: straight into the tables.
+                Some(threshold + rng.below(300) as usize)
+            } else {
+                None
+            };
+            if let Some(size) = sizes {
+                let end = (at + size).min(data.len());
+                let pairs: Vec<(u64, u64)> = (at as u64..)
+                    .zip(&data[at..end])
+                    .map(|(id, &fp)| (fp, id))
+                    .collect();
+                insert(&store, &mut model, &pairs);
+                at = end;
+            } else if roll < 88 {
+                for _ in 0..1 + rng.below(10) {
+                    let fp = data[written(&mut rng, at)];
+                    let id = model.fps.get(&fp).and_then(|ids| {
+                        ids.iter()
+                            .nth(rng.below(ids.len() as u64) as usize)
+                            .copied()
+                    });
+                    if let (false, Some(id)) = (kept(fp), id) {
+                        assert!(store.delete(fp, id).unwrap());
+                        model.delete(fp, id);
+                    }
+                }
+            } else if roll < 92 {
+                for _ in 0..1 + rng.below(5) {
+                    let fp = data[written(&mut rng, at)];
+                    if !kept(fp) {
+                        store.delete_fingerprint(fp).unwrap();
+                        model.delete_fingerprint(fp);
+                    }
+                }
+            } else if roll < 97 {
+                let pairs: Vec<(u64, u64)> = (0..1 + rng.below(40))
+                    .map(|_| {
+                        next_id += 1;
+                        (data[rng.below(at as u64) as usize], next_id)
+                    })
+                    .collect();
+                insert(&store, &mut model, &pairs);
+            } else if roll < 98 {
+                stop.store(true, Ordering::Release);
+                reader.join().unwrap();
+                drop(store);
+                store = Arc::new(Store::open(&path, &options).unwrap());
+                stop = Arc::new(AtomicBool::new(false));
+                reader = start(&store, &stop);
+            } else {
+                store.compact().unwrap();
+            }
+            if step % 3 == 0 {
+                for &fp in &data[at.saturating_sub(20)..at] {
+                    let want = model.fps.get(&fp).map(|ids| ids.iter().copied().collect());
+                    assert_eq!(ids_found(&store, fp), want, "seed {seed} step {step}");
+                }
+            }
+        }
+        stop.store(true, Ordering::Release);
+        reader.join().unwrap();
+        for &fp in data.iter() {
+            let want = model.fps.get(&fp).map(|ids| ids.iter().copied().collect());
+            assert_eq!(ids_found(&store, fp), want, "seed {seed}: {fp:016x}");
+        }
+        let stats = store.stats();
+        assert_eq!(stats.fingerprints, model.fps.len() as u64, "seed {seed}");
+        assert_eq!(stats.ids, model.ids(), "seed {seed}");
+        assert!(store.verify().unwrap().ok(), "seed {seed}");
+    }
+}
