@@ -252,38 +252,14 @@ fn ids_written_across_background_merges_stay_in_every_answer() {
         // once `insert_many` returns.
         let model: Arc<Mutex<Model>> = Arc::default();
         let stop = Arc::new(AtomicBool::new(false));
-        let reader = {
-            let (store, model, stop, data) =
-                (store.clone(), model.clone(), stop.clone(), data.clone());
-            std::thread::spawn(move || {
-                let mut rng = Rng(seed + 100);
-                let mut looked = 0u64;
-                while !stop.load(Ordering::Acquire) || looked == 0 {
-                    let fp = data[rng.below(data.len() as u64) as usize];
-                    let before = model
-                        .lock()
-                        .unwrap()
-                        .fps
-                        .get(&fp)
-                        .cloned()
-                        .unwrap_or_default();
-                    let got: Vec<u64> = store
-                        .query(fp, 0)
-                        .unwrap()
-                        .into_iter()
-                        .find(|m| m.fingerprint == fp)
-                        .map(|m| m.ids)
-                        .unwrap_or_default();
-                    for id in &before {
-                        assert!(
-                            got.contains(id),
-                            "seed {seed}: {fp:016x} answered {got:?}, acknowledged {before:?}"
-                        );
-                    }
-                    looked += 1;
-                }
-            })
-        };
+        let reader = spawn_reader(
+            store.clone(),
+            model.clone(),
+            stop.clone(),
+            Arc::new(data.clone()),
+            |_| true,
+            seed,
+        );
         let mut at = 0;
         while at < data.len() {
             let size = 1 + rng.below(80) as usize;
@@ -390,9 +366,9 @@ fn ids_found(store: &Store, fp: u64) -> Option<Vec<u64>> {
         .map(|m| m.ids)
 }
 
-/// A reader beside the writer: until `stop`, each answer for a
-/// fingerprint `kept` (never deleted) holds every id acknowledged for it
-/// before the query began.
+/// A reader beside the writer: until `stop` (and at least once), each
+/// answer for a fingerprint of `data` that is `kept` (never deleted)
+/// holds every id acknowledged for it before the query began.
 fn spawn_reader(
     store: Arc<Store>,
     acknowledged: Arc<std::sync::Mutex<Model>>,
@@ -403,11 +379,13 @@ fn spawn_reader(
 ) -> std::thread::JoinHandle<()> {
     std::thread::spawn(move || {
         let mut rng = Rng(seed + 200);
-        while !stop.load(Ordering::Acquire) {
+        let mut looked = 0u64;
+        while !stop.load(Ordering::Acquire) || looked == 0 {
             let fp = data[rng.below(data.len() as u64) as usize];
             if !kept(fp) {
                 continue;
             }
+            looked += 1;
             let before = acknowledged
                 .lock()
                 .unwrap()
