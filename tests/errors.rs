@@ -123,11 +123,11 @@ fn newer_format_version_is_refused() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("s");
     drop(Store::create(&path, &Options::new()).unwrap());
-    std::fs::write(path.join("SIMSTORE"), "simstore store\nformat 6\n").unwrap();
+    std::fs::write(path.join("SIMSTORE"), "simstore store\nformat 7\n").unwrap();
     match Store::open(&path, &Options::new()) {
         Err(Error::UnsupportedVersion {
-            found: 6,
-            supported: 5,
+            found: 7,
+            supported: 6,
             ..
         }) => {}
         other => panic!("expected UnsupportedVersion, got {other:?}"),

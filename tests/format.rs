@@ -89,7 +89,7 @@ fn example_index_record_matches_the_document() {
 fn example_manifest_matches_the_document() {
     use simstore::format::manifest::Manifest;
     let manifest = Manifest {
-        version: 5,
+        version: 6,
         plan: simstore::plan::Plan::new(0, 1).unwrap(),
         block_size: 1024,
         expected_size: 10_000_000,
@@ -111,7 +111,7 @@ fn example_manifest_matches_the_document() {
 fn example_one_table_manifest_matches_the_document() {
     use simstore::format::manifest::Manifest;
     let manifest = Manifest {
-        version: 5,
+        version: 6,
         plan: simstore::plan::Plan::for_size(3, 10_000_000, Some(1)).unwrap(),
         block_size: 1024,
         expected_size: 10_000_000,
@@ -278,7 +278,54 @@ fn copy_tree(from: &std::path::Path, to: &std::path::Path) {
     }
 }
 
-/// Checks that the closed store at `path` says format 5 in its marker and
+/// The store written by the release of format 5 (`make-format-5.sh`),
+/// whose 120 pending fingerprints each have a `pending` key: it answers
+/// as that release did, is upgraded to format 6 and answers the same
+/// after a reopen and a compaction. Fingerprints inserted with ids after
+/// the upgrade are pending by their pairs alone (no `pending` key), and
+/// stay pending, ids and all, across reopens, beside the release's.
+#[test]
+fn format_5_stores_of_the_last_release_open_as_written() {
+    use simstore::{Options, Store};
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("s");
+    let (queries, want) = fixture("format-5", &path);
+    drop(opened_as_written(&path, &queries, &want));
+    drop(upgraded(&path));
+    reopened_and_compacted(&path, &queries, &want);
+
+    let path = dir.path().join("p");
+    fixture("format-5", &path);
+    let manual = Options::new().manual_compaction(true);
+    let fresh: Vec<(u64, u64)> = (1..=50u64)
+        .map(|i| (0x9e37_79b9_7f4a_7c15u64.wrapping_mul(i), 10_000 + i))
+        .collect();
+    let store = Store::open(&path, &manual).unwrap();
+    store.insert_many(&fresh).unwrap();
+    assert_eq!(store.stats().pending, 170);
+    drop(store);
+    let db = upgraded(&path);
+    let pending_cf = db.cf_handle("pending").unwrap();
+    let keys = db
+        .iterator_cf(pending_cf, rocksdb::IteratorMode::Start)
+        .count();
+    assert_eq!(keys, 120, "the new pending fingerprints have no key");
+    drop(db);
+    for _ in 0..2 {
+        let store = Store::open(&path, &manual).unwrap();
+        assert_eq!(store.stats().pending, 170);
+        for &(fp, id) in &fresh {
+            let found = store.query(fp, 0).unwrap();
+            assert_eq!(found.len(), 1, "{fp:016x}");
+            assert_eq!(found[0].ids, vec![id]);
+        }
+        assert_eq!(answer_lines(&store, &queries), want);
+        let report = store.verify().unwrap();
+        assert!(report.ok(), "{:?}", report.problems);
+    }
+}
+
+/// Checks that the closed store at `path` says format 6 in its marker and
 /// manifest, without sketches, with six levels of tables, each with its
 /// families and index records (the upgrades run one after the other);
 /// returns its database.
@@ -286,11 +333,11 @@ fn upgraded(path: &std::path::Path) -> rocksdb::DB {
     use simstore::format::manifest::Manifest;
     assert_eq!(
         std::fs::read_to_string(path.join("SIMSTORE")).unwrap(),
-        "simstore store\nformat 5\n"
+        "simstore store\nformat 6\n"
     );
     let db = raw_db(path);
     let manifest = Manifest::decode(&db.get(b"manifest").unwrap().unwrap()).unwrap();
-    assert_eq!(manifest.version, 5);
+    assert_eq!(manifest.version, 6);
     assert_eq!(manifest.levels, 6);
     assert!(!manifest.sketches);
     assert!(db.cf_handle("sketches").is_none());
@@ -508,8 +555,9 @@ fn document_frequencies_are_kept_with_the_store() {
 }
 
 /// The stores written by the release of format 4 (`make-format-4.sh`):
-/// the plain one answers as that release did, is upgraded to format 5
-/// (levels) and answers the same after a reopen and a compaction; the one
+/// the plain one answers as that release did, is upgraded to format 6
+/// (levels, then pending fingerprints named by their pairs) and answers
+/// the same after a reopen and a compaction; the one
 /// `dedup
 /// --similarity` made holds, for each document, the sketch this build
 /// computes from its text (the sketch definition has not moved), and

@@ -65,6 +65,10 @@ impl From<io::Error> for Failure {
 /// committing what they have read.
 const UNACKED_PATIENCE: std::time::Duration = std::time::Duration::from_millis(100);
 
+/// How long a write refused because background work failed waits for
+/// the failure's cause (see [`Batcher::run`]).
+const CAUSE_PATIENCE: std::time::Duration = std::time::Duration::from_secs(2);
+
 /// Commits input lines as store operations in batches.
 pub struct Batcher<'a> {
     store: &'a Store,
@@ -166,9 +170,31 @@ impl<'a> Batcher<'a> {
         } else {
             Ok(())
         };
-        match result {
+        let outcome = match result {
             Err(e) => Err(e),
             Ok(()) => committed.and(reclaimed),
+        };
+        self.with_cause(outcome)
+    }
+
+    /// A write refused because background work of the handle failed: a
+    /// write racing that failure is refused as `Poisoned` while the merge
+    /// that failed is still returning, and its cause is kept for the next
+    /// call. The failure is reported with its cause, waited for up to
+    /// [`CAUSE_PATIENCE`].
+    fn with_cause(&self, outcome: Result<(), Failure>) -> Result<(), Failure> {
+        let Err(Failure::Store(Error::Poisoned)) = outcome else {
+            return outcome;
+        };
+        let deadline = std::time::Instant::now() + CAUSE_PATIENCE;
+        loop {
+            match self.store.sync() {
+                Err(cause @ Error::Background { .. }) => return Err(Failure::Store(cause)),
+                _ if std::time::Instant::now() >= deadline => {
+                    return Err(Failure::Store(Error::Poisoned))
+                }
+                _ => std::thread::sleep(std::time::Duration::from_millis(10)),
+            }
         }
     }
 

@@ -73,7 +73,8 @@ pub fn table_family(n: usize) -> String {
 /// Column family of stored Huffman codes.
 pub const CODES_FAMILY: &str = "codes";
 /// Column family of (fingerprint, id) pairs not in the id blocks: pairs
-/// added outside them (empty value) and pairs of an id block removed
+/// added outside them (empty value, or [`ID_PENDING`] for a pair of a
+/// fingerprint in no level when written) and pairs of an id block removed
 /// ([`ID_REMOVED`]).
 pub const IDS_FAMILY: &str = "ids";
 /// Column family of id blocks, keyed like the table-0 blocks they belong
@@ -82,6 +83,12 @@ pub const ID_BLOCKS_FAMILY: &str = "id-blocks";
 
 /// Value of an `ids` key naming a pair of an id block that was removed.
 pub const ID_REMOVED: &[u8] = &[0];
+
+/// Value of an `ids` key naming a pair added outside the id blocks whose
+/// fingerprint was pending when it was written (format 6): a fingerprint
+/// with such a pair that no level holds is pending, with no key in the
+/// `pending` family.
+pub const ID_PENDING: &[u8] = &[1];
 
 /// The value of an `ids` key: empty for a pair added outside the id
 /// blocks, [`ID_REMOVED`] for one of an id block removed.
@@ -93,14 +100,30 @@ pub fn id_mark(added: bool) -> &'static [u8] {
     }
 }
 
+/// The value of an `ids` key of a pair added outside the id blocks
+/// (`added`) or of one removed from them, [`ID_PENDING`] for an added one
+/// whose fingerprint is `pending`.
+pub fn id_value(added: bool, pending: bool) -> &'static [u8] {
+    if added && pending {
+        ID_PENDING
+    } else {
+        id_mark(added)
+    }
+}
+
 /// Decodes the value of an `ids` key: `true` for a pair added outside
 /// the id blocks, `false` for one of an id block removed.
 pub fn parse_id_mark(value: &[u8]) -> Option<bool> {
     match value {
-        [] => Some(true),
+        [] | [1] => Some(true),
         [0] => Some(false),
         _ => None,
     }
+}
+
+/// Whether the value of an `ids` key is [`ID_PENDING`].
+pub fn marks_pending(value: &[u8]) -> bool {
+    value == ID_PENDING
 }
 /// Column family of fingerprints not yet merged into the tables.
 pub const PENDING_FAMILY: &str = "pending";
@@ -132,6 +155,12 @@ mod tests {
         for added in [true, false] {
             assert_eq!(parse_id_mark(id_mark(added)), Some(added));
         }
-        assert_eq!(parse_id_mark(&[1]), None);
+        assert_eq!(parse_id_mark(id_value(true, true)), Some(true));
+        assert!(marks_pending(id_value(true, true)));
+        assert_eq!(id_value(true, false), id_mark(true));
+        assert_eq!(id_value(false, true), ID_REMOVED);
+        assert!(!marks_pending(id_mark(true)) && !marks_pending(ID_REMOVED));
+        assert_eq!(parse_id_mark(&[2]), None);
+        assert_eq!(parse_id_mark(&[0, 0]), None);
     }
 }

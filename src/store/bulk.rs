@@ -93,6 +93,8 @@ pub(crate) fn insert_bulk<E: super::Entry>(shared: &Shared, pairs: &[E]) -> Resu
         extra: &ids,
         adds0: &with_fold(&adds, &fold),
         fresh: &[],
+        // Everything pending goes into level 0.
+        pending: &adds,
     };
     let mut outputs = merge_all(shared, &tables, 0, &adds, &removes, Some(&ids_input))?;
     let table_fingerprints = outputs

@@ -240,6 +240,7 @@ fn run(shared: &Shared, job: &Job) -> Result<CompactionReport> {
         extra: &[],
         adds0: &adds0,
         fresh: &g.adds,
+        pending: &g.pending,
     };
     let ids = (job.target == 0).then_some(&ids);
     let mut outputs = merge_all(shared, &g.tables, job.target, &g.adds, &g.removes, ids)?;
@@ -314,9 +315,25 @@ pub(crate) struct IdsInput<'a> {
     /// and other levels' moving into it), increasing: their ids need no
     /// lookup of an id block.
     pub fresh: &'a [u64],
+    /// Pending fingerprints the merge takes in (all those pending at its
+    /// snapshot), increasing: any other fingerprint pending when the
+    /// merge writes its pairs stays pending, and they are written marked
+    /// so (see [`keys::ID_PENDING`]).
+    pub pending: &'a [u64],
 }
 
 impl IdsInput<'_> {
+    /// Whether `fp`, pending in `state`, stays so after the merge (see
+    /// [`pending`](Self::pending)).
+    fn stays_pending(
+        &self,
+        plan: &crate::plan::Plan,
+        state: &super::state::State,
+        fp: u64,
+    ) -> bool {
+        state.pending.contains(plan, fp) && self.pending.binary_search(&fp).is_err()
+    }
+
     /// The overlay's reconciliation for the merge of table 0 from `base`
     /// into `new0` with these ids, its new id blocks `written`, `folded`
     /// the fingerprints whose overlay entries they took in.
@@ -609,7 +626,9 @@ fn catch_up(
             // Written whole already: the batch takes the corrections now
             // (after the family's keys, which they override).
             if done.written_whole {
-                write_fixes(batch, ids_cf, done.fixes.drain(..));
+                let state = shared.state.read();
+                let stays = |fp| ids.stays_pending(&shared.plan, &state, fp);
+                write_fixes(batch, ids_cf, done.fixes.drain(..), stays);
             }
             if changed.len() < CATCH_UP_LEFT {
                 break;
@@ -709,8 +728,9 @@ pub(crate) fn write_ids(
         }
     }
     let ids_cf = db.family(keys::IDS_FAMILY)?;
+    let stays = |fp| ids.stays_pending(&shared.plan, &state, fp);
     if !reconciled.written_whole && ids_better_whole(&reconciled) {
-        put_whole(batch, ids_cf, &reconciled.overlay);
+        put_whole(batch, ids_cf, &reconciled.overlay, stays);
         return Ok((Arc::new(table), reconciled.overlay, new_pairs));
     }
     for (fp, id) in reconciled.deletes {
@@ -719,31 +739,38 @@ pub(crate) fn write_ids(
     for (fp, id, added) in reconciled.puts {
         batch.put_cf(ids_cf, keys::id_pair(fp, id), keys::id_mark(added));
     }
-    write_fixes(batch, ids_cf, reconciled.fixes);
+    write_fixes(batch, ids_cf, reconciled.fixes, stays);
     Ok((Arc::new(table), reconciled.overlay, new_pairs))
 }
 
 /// Adds a reconciliation's `fixes` (see [`Reconcile::patch`]) to `batch`,
-/// in order.
+/// in order, the pairs added to fingerprints that stay pending marked so.
 fn write_fixes(
     batch: &mut crate::storage::Batch,
     ids_cf: &crate::storage::Family,
     fixes: impl IntoIterator<Item = (u64, u64, Option<bool>)>,
+    stays_pending: impl Fn(u64) -> bool,
 ) {
     for (fp, id, mark) in fixes {
         match mark {
-            Some(added) => batch.put_cf(ids_cf, keys::id_pair(fp, id), keys::id_mark(added)),
+            Some(added) => batch.put_cf(
+                ids_cf,
+                keys::id_pair(fp, id),
+                keys::id_value(added, added && stays_pending(fp)),
+            ),
             None => batch.delete_cf(ids_cf, keys::id_pair(fp, id)),
         }
     }
 }
 
 /// The `ids` family emptied and written again with `overlay`, its content
-/// after a merge into level 0 (see [`rewrite_whole`]).
+/// after a merge into level 0 (see [`rewrite_whole`]), the pairs of the
+/// fingerprints that stay pending marked so.
 fn put_whole(
     batch: &mut crate::storage::Batch,
     ids_cf: &crate::storage::Family,
     overlay: &Overlay,
+    stays_pending: impl Fn(u64) -> bool,
 ) {
     batch.delete_all_cf(ids_cf, 16);
     // Put in key order: the family's memtable is a vector, sorted when it
@@ -753,8 +780,13 @@ fn put_whole(
     let mut staying: Vec<(u64, &[(u64, bool)])> = overlay.iter().collect();
     staying.sort_unstable_by_key(|&(fp, _)| fp);
     for (fp, entries) in staying {
+        let pending = stays_pending(fp);
         for &(id, added) in entries {
-            batch.put_cf(ids_cf, keys::id_pair(fp, id), keys::id_mark(added));
+            batch.put_cf(
+                ids_cf,
+                keys::id_pair(fp, id),
+                keys::id_value(added, pending),
+            );
         }
     }
 }
@@ -769,12 +801,23 @@ fn put_whole(
 fn write_ids_whole(
     shared: &Shared,
     batch: &mut crate::storage::Batch,
+    ids: &IdsInput<'_>,
     done: &mut Reconciled,
 ) -> Result<bool> {
     if !ids_better_whole(done) {
         return Ok(false);
     }
-    put_whole(batch, shared.db.family(keys::IDS_FAMILY)?, &done.overlay);
+    // The pending set of the moment, read under the lock and searched
+    // outside it: a fingerprint whose placement changes later is written
+    // since, and its pairs written again by a correction.
+    let pending = shared.state.read().pending.all(&shared.plan);
+    let stays = |fp| pending.binary_search(&fp).is_ok() && ids.pending.binary_search(&fp).is_err();
+    put_whole(
+        batch,
+        shared.db.family(keys::IDS_FAMILY)?,
+        &done.overlay,
+        stays,
+    );
     done.deletes.clear();
     done.puts.clear();
     done.fixes.clear();
@@ -887,7 +930,7 @@ fn commit(
             catch_up(
                 shared, &g.tables, &outputs, ids, removes, &mut done, &mut batch,
             )?;
-            if write_ids_whole(shared, &mut batch, &mut done)? {
+            if write_ids_whole(shared, &mut batch, ids, &mut done)? {
                 // Putting the family's keys back takes seconds at scale:
                 // the writes made meanwhile are caught up with as well
                 // (their corrections go to the batch after the keys).

@@ -318,8 +318,10 @@ fn manifest_of(shared: &Shared, version: u16) -> Manifest {
 /// Upgrades a store of an older format just opened, one version at a
 /// time: to 2 (see [`upgrade_to_2`]), to 3 (see
 /// [`super::upgrade::to_3`]), to 4 (the manifest gains its features
-/// byte: no sketches), then to 5 (its levels byte: the families of every
-/// level were added before the load); then writes the marker.
+/// byte: no sketches), to 5 (its levels byte: the families of every
+/// level were added before the load), then to 6 (pending fingerprints
+/// may be named by their pairs instead of `pending` keys: nothing to
+/// rewrite); then writes the marker.
 fn upgrade(shared: &Shared, from: u16) -> Result<()> {
     if from < 2 && !upgrade_to_2(shared)? {
         return Ok(());
@@ -328,9 +330,12 @@ fn upgrade(shared: &Shared, from: u16) -> Result<()> {
         super::upgrade::to_3(shared, &manifest_of(shared, 3))?;
     }
     if from < 4 {
-        super::upgrade::to_4(shared, &manifest_of(shared, 4))?;
+        super::upgrade::manifest_only(shared, &manifest_of(shared, 4))?;
     }
-    super::upgrade::to_5(shared, &manifest_of(shared, 5))?;
+    if from < 5 {
+        super::upgrade::manifest_only(shared, &manifest_of(shared, 5))?;
+    }
+    super::upgrade::manifest_only(shared, &manifest_of(shared, 6))?;
     storage::write_marker(&shared.dir)
 }
 
@@ -356,11 +361,13 @@ fn upgrade_to_2(shared: &Shared) -> Result<bool> {
     Ok(true)
 }
 
-/// The overlay, from the `ids` family.
-pub(crate) fn read_overlay(db: &Db) -> Result<Overlay> {
+/// The overlay, from the `ids` family, and the fingerprints with a pair
+/// marked [`ID_PENDING`](keys::ID_PENDING), increasing.
+pub(crate) fn read_overlay(db: &Db) -> Result<(Overlay, Vec<u64>)> {
     // The family's keys come in (fingerprint, id) order: gathered per
     // fingerprint, then one map insertion each.
     let mut entries = Vec::new();
+    let mut marked: Vec<u64> = Vec::new();
     db.scan(db.family(keys::IDS_FAMILY)?, &[], |k, v| {
         let bad = |what: String| {
             Error::corrupt(
@@ -374,27 +381,66 @@ pub(crate) fn read_overlay(db: &Db) -> Result<Overlay> {
             .ok_or_else(|| bad(format!("key of {} bytes, expected 16", k.len())))?;
         let added = keys::parse_id_mark(v)
             .ok_or_else(|| bad(format!("value of {} bytes for a pair", v.len())))?;
+        if keys::marks_pending(v) && marked.last() != Some(&fp) {
+            marked.push(fp);
+        }
         entries.push((fp, id, added));
         Ok(true)
     })?;
-    Ok(Overlay::from_sorted(&entries))
+    Ok((Overlay::from_sorted(&entries), marked))
 }
 
-/// The pending set and the tombstones, from their families.
-fn read_pending(db: &Db, plan: &Plan) -> Result<(Pending, HashSet<u64>)> {
+/// The keys of the `pending` family (increasing) and the tombstones, from
+/// their families.
+fn read_pending(db: &Db) -> Result<(Vec<u64>, HashSet<u64>)> {
     let mut pending_fps = Vec::new();
     db.scan(db.family(keys::PENDING_FAMILY)?, &[], |k, _| {
         pending_fps.push(fingerprint_key(keys::PENDING_FAMILY, k)?);
         Ok(true)
     })?;
-    let pending = Pending::from_fingerprints(plan, &pending_fps);
-    drop(pending_fps);
     let mut tombstones = HashSet::new();
     db.scan(db.family(keys::TOMBSTONES_FAMILY)?, &[], |k, _| {
         tombstones.insert(fingerprint_key(keys::TOMBSTONES_FAMILY, k)?);
         Ok(true)
     })?;
-    Ok((pending, tombstones))
+    Ok((pending_fps, tombstones))
+}
+
+/// The pending set: the fingerprints of the `pending` family's `keys`
+/// (increasing) and those of `marked` (increasing: with a pair marked
+/// pending, see [`read_overlay`]) that no level holds. A pair is marked
+/// so only while its fingerprint is in no level or in a level above
+/// level 0 (a merge into level 0 rewrites the pairs of the fingerprints
+/// it takes in), so only the upper levels are searched, read whole (a
+/// seventh of level 0 at most) for a walk beside the marked ones.
+pub(crate) fn pending_set(
+    plan: &Plan,
+    tables: &[TableState],
+    per_level: usize,
+    mut keys: Vec<u64>,
+    marked: &[u64],
+) -> Result<Pending> {
+    let mut named: Vec<u64> = marked
+        .iter()
+        .copied()
+        .filter(|fp| keys.binary_search(fp).is_err())
+        .collect();
+    let upper = tables.get(per_level..).unwrap_or_default();
+    if !named.is_empty() && upper.iter().any(|t| t.fingerprints() > 0) {
+        let spec = &plan.tables()[0];
+        let mut held = Vec::new();
+        for table in upper.iter().step_by(per_level.max(1)) {
+            table.append_all(&mut held)?;
+        }
+        held.sort_unstable();
+        named.retain(|&fp| held.binary_search(&spec.permutation.apply(fp)).is_err());
+    }
+    if !named.is_empty() {
+        keys.extend(named);
+        keys.sort_unstable();
+        keys.dedup();
+    }
+    Ok(Pending::from_fingerprints(plan, &keys))
 }
 
 /// Rebuilds the in-memory state from the database.
@@ -488,20 +534,22 @@ fn load(dir: &Path, db: Db, manifest: Manifest, options: &Options) -> Result<Sha
     // Before format 3 every pair is in the `ids` family (the upgrade folds
     // those of fingerprints in the tables into id blocks, reading them
     // block by block).
-    let (overlay, pending, tombstones) = std::thread::scope(|scope| {
+    let ((overlay, marked), pending, tombstones) = std::thread::scope(|scope| {
         let overlay = scope.spawn(|| {
             if manifest.version >= 3 {
                 read_overlay(&db)
             } else {
-                Ok(Overlay::default())
+                Ok((Overlay::default(), Vec::new()))
             }
         });
-        let rest = read_pending(&db, &plan);
+        let rest = read_pending(&db);
         let overlay = overlay
             .join()
             .unwrap_or_else(|e| std::panic::resume_unwind(e));
         rest.and_then(|(pending, tombstones)| Ok((overlay?, pending, tombstones)))
     })?;
+    let pending = pending_set(&plan, &states, per_level, pending, &marked)?;
+    drop(marked);
     let counters = db
         .get(db.default_family()?, keys::COUNTERS)?
         .ok_or_else(|| Error::corrupt(Location::Counters, "counters record is missing"))?;

@@ -3,7 +3,8 @@
 //! table-0 block; the pairs of pending fingerprints stay where they are
 //! (an empty value means the same in both formats). Upgrading format 3 to
 //! 4: the manifest gains its features byte (a store of format 3 keeps no
-//! sketches); nothing else changes.
+//! sketches); nothing else changes. Upgrading 4 to 5 and 5 to 6 writes
+//! the manifest only.
 
 use super::shared::Shared;
 use crate::error::{Error, Location, Result};
@@ -103,24 +104,18 @@ pub(crate) fn to_3(shared: &Shared, manifest: &Manifest) -> Result<()> {
     }
     batch.put_cf(db.default_family()?, keys::MANIFEST, manifest.encode());
     db.write(batch, true)?;
-    let overlay = super::open::read_overlay(db)?;
+    let (overlay, _) = super::open::read_overlay(db)?;
     shared.state.write().overlay = overlay;
     Ok(())
 }
 
-/// Writes `manifest` (version 4, no sketches), synced.
-pub(crate) fn to_4(shared: &Shared, manifest: &Manifest) -> Result<()> {
-    debug_assert!(manifest.version == 4 && !manifest.sketches);
-    let db = &shared.db;
-    let mut batch = storage::batch();
-    batch.put_cf(db.default_family()?, keys::MANIFEST, manifest.encode());
-    db.write(batch, true)
-}
-
-/// Writes `manifest` (version 5, every level's families added and their
-/// index records written before the load), synced.
-pub(crate) fn to_5(shared: &Shared, manifest: &Manifest) -> Result<()> {
-    debug_assert!(manifest.version == 5);
+/// Writes `manifest`, synced: the whole upgrade to version 4 (no
+/// sketches), to 5 (every level's families were added and their index
+/// records written before the load) and to 6 (a pending fingerprint may
+/// be named by its pairs, marked [`ID_PENDING`](keys::ID_PENDING),
+/// instead of a `pending` key; a store of format 5 has a key for each).
+pub(crate) fn manifest_only(shared: &Shared, manifest: &Manifest) -> Result<()> {
+    debug_assert!(manifest.version >= 4 && (manifest.version > 4 || !manifest.sketches));
     let db = &shared.db;
     let mut batch = storage::batch();
     batch.put_cf(db.default_family()?, keys::MANIFEST, manifest.encode());

@@ -303,16 +303,17 @@ fn check_records(
             Err(e) => note(format!("tombstone {fp:016x}: {e}")),
         }
     }
+    let (pairs, named) = check_ids(shared, state, &mut note)?;
     check_family(
         shared,
         keys::PENDING_FAMILY,
         state.pending.all(plan),
+        &named,
         &mut note,
     )?;
     let mut tombstones: Vec<u64> = state.tombstones.iter().copied().collect();
     tombstones.sort_unstable();
-    check_family(shared, keys::TOMBSTONES_FAMILY, tombstones, &mut note)?;
-    let pairs = check_ids(shared, state, &mut note)?;
+    check_family(shared, keys::TOMBSTONES_FAMILY, tombstones, &[], &mut note)?;
     report.sketches = super::sketches::check(shared, state, &mut note)?;
     if shared.idf.is_some() {
         if let Err(e) = super::open::read_idf(db) {
@@ -336,12 +337,14 @@ fn check_records(
     Ok(())
 }
 
-/// The keys of the `pending` or `tombstones` family, read from disk,
-/// against the fingerprints (increasing) the store holds there in memory.
+/// The keys of the `pending` or `tombstones` family, read from disk, with
+/// the fingerprints `named` (increasing) there by other records, against
+/// the fingerprints (increasing) the store holds there in memory.
 fn check_family(
     shared: &Shared,
     family: &str,
     memory: Vec<u64>,
+    named: &[u64],
     note: &mut impl FnMut(String),
 ) -> Result<()> {
     let db = &shared.db;
@@ -357,6 +360,11 @@ fn check_family(
         note(format!("{family}: {e}"));
         return Ok(());
     }
+    if !named.is_empty() {
+        on_disk.extend_from_slice(named);
+        on_disk.sort_unstable();
+        on_disk.dedup();
+    }
     if on_disk != memory {
         let first = on_disk
             .iter()
@@ -364,7 +372,7 @@ fn check_family(
             .position(|(a, b)| a != b)
             .unwrap_or(on_disk.len().min(memory.len()));
         note(format!(
-            "{family}: {} keys on disk, {} in memory, first difference at key {first}",
+            "{family}: {} fingerprints named on disk, {} in memory, first difference at {first}",
             on_disk.len(),
             memory.len()
         ));
@@ -376,19 +384,28 @@ fn check_family(
 /// and each other: every table-0 block has one id block of the same count
 /// and no other id block is stored; a pair added outside the id blocks
 /// belongs to a stored fingerprint and is not in its id block, a removed
-/// pair is in it; a tombstoned fingerprint has no ids left. Returns the
-/// number of pairs stored.
+/// pair is in it; a tombstoned fingerprint has no ids left; a pair marked
+/// pending belongs to a fingerprint of no level or of one above level 0.
+/// Returns the number of pairs stored and the fingerprints of no level
+/// that pairs marked pending name (pending, increasing).
 fn check_ids(
     shared: &Shared,
     state: &super::state::State,
     note: &mut impl FnMut(String),
-) -> Result<u64> {
+) -> Result<(u64, Vec<u64>)> {
     let plan = &shared.plan;
     let db = &shared.db;
     let mut overlay = super::ids::Overlay::default();
+    let mut marked: Vec<u64> = Vec::new();
+    let mut named = Vec::new();
     let scanned = db.scan(db.family(keys::IDS_FAMILY)?, &[], |k, v| {
         match (keys::parse_id_pair(k), keys::parse_id_mark(v)) {
-            (Some((fp, id)), Some(added)) => overlay.set(fp, id, Some(added)),
+            (Some((fp, id)), Some(added)) => {
+                overlay.set(fp, id, Some(added));
+                if keys::marks_pending(v) && marked.last() != Some(&fp) {
+                    marked.push(fp);
+                }
+            }
             (None, _) => note(format!("ids: key of {} bytes", k.len())),
             (_, None) => note(format!("ids: value of {} bytes", v.len())),
         }
@@ -412,7 +429,7 @@ fn check_ids(
     let mut pairs = 0u64;
     let mut seen: HashSet<u64> = HashSet::new();
     let Some(table0) = state.tables.first() else {
-        return Ok(0);
+        return Ok((0, named));
     };
     let block_keys = table0.keys();
     let mut next = 0usize;
@@ -466,6 +483,11 @@ fn check_ids(
             }
             if !overlay.get(fp).is_empty() {
                 seen.insert(fp);
+                if marked.binary_search(&fp).is_ok() {
+                    note(format!(
+                        "ids: a pair of {fp:016x} is marked pending but its fingerprint is in level 0"
+                    ));
+                }
             }
             overlay.apply(fp, &mut ids);
             if !ids.is_empty() && state.tombstones.contains(&fp) {
@@ -500,6 +522,9 @@ fn check_ids(
                 continue;
             }
         };
+        if !upper && marked.binary_search(&fp).is_ok() {
+            named.push(fp);
+        }
         for &(id, added) in overlay.get(fp) {
             if !added {
                 note(format!(
@@ -516,7 +541,7 @@ fn check_ids(
             }
         }
     }
-    Ok(pairs)
+    Ok((pairs, named))
 }
 
 #[cfg(test)]

@@ -513,27 +513,16 @@ fn commit_group(shared: &Shared, group: &[Arc<Request>]) -> Result<Vec<Vec<bool>
         db.family(keys::IDS_FAMILY)?,
     );
     let mut batch = crate::storage::batch();
-    for (&fp, (before, after)) in &staged.fps {
-        let key = keys::fingerprint(fp);
-        if before.pending != after.pending {
-            if after.pending {
-                batch.put_cf(pending_cf, key, []);
-            } else {
-                batch.delete_cf(pending_cf, key);
-            }
-        }
-        if before.tombstoned != after.tombstoned {
-            if after.tombstoned {
-                batch.put_cf(tomb_cf, key, []);
-            } else {
-                batch.delete_cf(tomb_cf, key);
-            }
-        }
-    }
-    // A pair of an id block is removed by a mark, and added back by
-    // deleting it; any other pair is added and removed by its key.
+    // A pair added outside the id blocks to a fingerprint in no level is
+    // marked pending (format 6): the fingerprint needs no `pending` key
+    // while it has such a pair, the common insert of a new fingerprint
+    // with its id. A pair of an id block is removed by a mark, and added
+    // back by deleting it; any other pair is added and removed by its key.
     let mut ids_delta: i64 = 0;
     let mut overlay = Vec::new();
+    // Fingerprints given a pair marked pending, and those whose pairs
+    // change, increasing.
+    let (mut marked, mut changed) = (Vec::new(), Vec::new());
     for (&(fp, id), &(before, after)) in &staged.ids {
         if before != after {
             let in_block = staged
@@ -546,12 +535,43 @@ fn commit_group(shared: &Shared, group: &[Arc<Request>]) -> Result<Vec<Vec<bool>
                 (false, true) => Some(false),
                 _ => None,
             };
+            let pending = staged.fps.get(&fp).is_some_and(|(_, p)| p.pending);
             match mark {
-                Some(added) => batch.put_cf(ids_cf, key, keys::id_mark(added)),
+                Some(added) => {
+                    batch.put_cf(ids_cf, key, keys::id_value(added, pending));
+                    if added && pending && marked.last() != Some(&fp) {
+                        marked.push(fp);
+                    }
+                }
                 None => batch.delete_cf(ids_cf, key),
+            }
+            if changed.last() != Some(&fp) {
+                changed.push(fp);
             }
             overlay.push((fp, id, mark));
             ids_delta += if after { 1 } else { -1 };
+        }
+    }
+    for (&fp, (before, after)) in &staged.fps {
+        let key = keys::fingerprint(fp);
+        // A pending fingerprint given no pair marked pending here has a
+        // key when it becomes pending, or when its pairs change (the pairs
+        // that named it may be gone; the key may be there already).
+        let named = marked.binary_search(&fp).is_ok();
+        let pairs_changed = changed.binary_search(&fp).is_ok();
+        if before.pending != after.pending || (after.pending && pairs_changed) {
+            if !after.pending {
+                batch.delete_cf(pending_cf, key);
+            } else if !named {
+                batch.put_cf(pending_cf, key, []);
+            }
+        }
+        if before.tombstoned != after.tombstoned {
+            if after.tombstoned {
+                batch.put_cf(tomb_cf, key, []);
+            } else {
+                batch.delete_cf(tomb_cf, key);
+            }
         }
     }
     if shared.sketches {
