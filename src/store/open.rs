@@ -361,9 +361,19 @@ fn upgrade_to_2(shared: &Shared) -> Result<bool> {
     Ok(true)
 }
 
-/// The overlay, from the `ids` family, and the fingerprints with a pair
-/// marked [`ID_PENDING`](keys::ID_PENDING), increasing.
-pub(crate) fn read_overlay(db: &Db) -> Result<(Overlay, Vec<u64>)> {
+/// The overlay, from the `ids` family.
+pub(crate) fn read_overlay(db: &Db) -> Result<Overlay> {
+    let (entries, _) = read_pairs(db)?;
+    Ok(Overlay::from_sorted(&entries))
+}
+
+/// The pairs of the `ids` family, in key order (for
+/// [`Overlay::from_sorted`]), and the fingerprints with a pair marked
+/// [`ID_PENDING`](keys::ID_PENDING), increasing.
+type Pairs = (Vec<(u64, u64, bool)>, Vec<u64>);
+
+/// Reads the `ids` family (see [`Pairs`]).
+fn read_pairs(db: &Db) -> Result<Pairs> {
     // The family's keys come in (fingerprint, id) order: gathered per
     // fingerprint, then one map insertion each.
     let mut entries = Vec::new();
@@ -387,7 +397,7 @@ pub(crate) fn read_overlay(db: &Db) -> Result<(Overlay, Vec<u64>)> {
         entries.push((fp, id, added));
         Ok(true)
     })?;
-    Ok((Overlay::from_sorted(&entries), marked))
+    Ok((entries, marked))
 }
 
 /// The keys of the `pending` family (increasing) and the tombstones, from
@@ -534,22 +544,31 @@ fn load(dir: &Path, db: Db, manifest: Manifest, options: &Options) -> Result<Sha
     // Before format 3 every pair is in the `ids` family (the upgrade folds
     // those of fingerprints in the tables into id blocks, reading them
     // block by block).
-    let ((overlay, marked), pending, tombstones) = std::thread::scope(|scope| {
-        let overlay = scope.spawn(|| {
+    let ((pairs, marked), pending, tombstones) = std::thread::scope(|scope| {
+        let pairs = scope.spawn(|| {
             if manifest.version >= 3 {
-                read_overlay(&db)
+                read_pairs(&db)
             } else {
-                Ok((Overlay::default(), Vec::new()))
+                Ok((Vec::new(), Vec::new()))
             }
         });
         let rest = read_pending(&db);
+        let pairs = pairs
+            .join()
+            .unwrap_or_else(|e| std::panic::resume_unwind(e));
+        rest.and_then(|(pending, tombstones)| Ok((pairs?, pending, tombstones)))
+    })?;
+    // The overlay's map is built beside the pending set, which needs the
+    // marked pairs.
+    let (overlay, pending) = std::thread::scope(|scope| {
+        let overlay = scope.spawn(|| Overlay::from_sorted(&pairs));
+        let pending = pending_set(&plan, &states, per_level, pending, &marked);
         let overlay = overlay
             .join()
             .unwrap_or_else(|e| std::panic::resume_unwind(e));
-        rest.and_then(|(pending, tombstones)| Ok((overlay?, pending, tombstones)))
+        pending.map(|pending| (overlay, pending))
     })?;
-    let pending = pending_set(&plan, &states, per_level, pending, &marked)?;
-    drop(marked);
+    drop((pairs, marked));
     let counters = db
         .get(db.default_family()?, keys::COUNTERS)?
         .ok_or_else(|| Error::corrupt(Location::Counters, "counters record is missing"))?;

@@ -104,7 +104,7 @@ pub(crate) fn to_3(shared: &Shared, manifest: &Manifest) -> Result<()> {
     }
     batch.put_cf(db.default_family()?, keys::MANIFEST, manifest.encode());
     db.write(batch, true)?;
-    let (overlay, _) = super::open::read_overlay(db)?;
+    let overlay = super::open::read_overlay(db)?;
     shared.state.write().overlay = overlay;
     Ok(())
 }
