@@ -6,6 +6,8 @@
 //! compaction, with `verify` clean throughout.
 
 mod common;
+#[path = "common/raw.rs"]
+mod raw;
 
 use common::{check_store, clustered, queries, random, shape, Model, Rng};
 use simstore::{Options, Store};
@@ -331,6 +333,18 @@ fn writes_made_while_a_merge_into_level_0_runs_are_kept() {
         }
         store.merge_due().unwrap();
         assert!(levels_held(&store) >= 2, "{:?}", store.stats().levels);
+        // Enough pending when the merge starts that it writes the
+        // `pending` family again whole.
+        let mut pending_ids = Vec::new();
+        for (i, &fp) in late.iter().enumerate() {
+            for bit in [60, 61] {
+                pending_ids.push((fp ^ (1 << bit), 20_000 + 2 * i as u64 + bit));
+            }
+        }
+        for &(fp, id) in &pending_ids {
+            model.insert(fp, Some(id));
+            store.insert(fp, id).unwrap();
+        }
         let qs = queries(&data, 120, &mut rng);
         std::thread::scope(|s| {
             pause.arm();
@@ -349,6 +363,11 @@ fn writes_made_while_a_merge_into_level_0_runs_are_kept() {
                 if i % 7 == 0 {
                     model.delete(fp, id);
                     store.delete(fp, id).unwrap();
+                }
+                // Pending ones without an id (with a `pending` key).
+                if i % 11 == 0 {
+                    model.insert(fp ^ (1 << 62), None);
+                    store.insert_fingerprint(fp ^ (1 << 62)).unwrap();
                 }
             }
             for (i, &fp) in bulk.iter().chain(small).enumerate().step_by(9) {
@@ -404,6 +423,32 @@ fn writes_made_while_a_merge_into_level_0_runs_are_kept() {
         verified(&store);
         assert_eq!(store.stats().ids, model.ids());
         drop(store);
+        // The merge wrote the `pending` family again with the fingerprints
+        // left pending: keys for those without ids only (the others are
+        // named by their pairs).
+        let db = raw::raw_db(&path);
+        let cf = db.cf_handle("pending").unwrap();
+        let keys: std::collections::HashSet<u64> = db
+            .iterator_cf(cf, rocksdb::IteratorMode::Start)
+            .map(|kv| u64::from_be_bytes(kv.unwrap().0[..8].try_into().unwrap()))
+            .collect();
+        drop(db);
+        let mut without_ids = 0;
+        for &fp in late {
+            for x in [fp, fp ^ (1 << 62), fp ^ (1 << 63)] {
+                match model.fps.get(&x) {
+                    Some(ids) if ids.is_empty() && x == fp ^ (1 << 62) => {
+                        assert!(keys.contains(&x), "{x:016x} has no key");
+                        without_ids += 1;
+                    }
+                    Some(ids) if !ids.is_empty() => {
+                        assert!(!keys.contains(&x), "{x:016x} has a key")
+                    }
+                    _ => {}
+                }
+            }
+        }
+        assert!(without_ids > 0);
         let store = Store::open(&path, &Options::new()).unwrap();
         check_store(&store, &model, &qs);
         verified(&store);

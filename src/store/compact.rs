@@ -844,13 +844,16 @@ fn rewrite_whole(after: usize, per_key: usize) -> bool {
 /// leaves) to a family holding the `count` fingerprints `now` lists
 /// (increasing). A merge moves most of what is pending into the tables,
 /// so the family is usually emptied and written again with the few
-/// fingerprints written while the merge ran.
+/// fingerprints written while the merge ran: those of them `keyed` says
+/// need a key (the others are named by their pairs, see
+/// [`keys::ID_PENDING`]), and every one joining.
 fn write_pending(
     batch: &mut crate::storage::Batch,
     family: &crate::storage::Family,
     count: usize,
     now: impl FnOnce() -> Vec<u64>,
     changes: &[(u64, bool)],
+    keyed: impl Fn(u64) -> bool,
 ) {
     let joining = changes.iter().filter(|&&(_, join)| join).count();
     let after = (count + joining).saturating_sub(changes.len() - joining);
@@ -872,7 +875,9 @@ fn write_pending(
         .collect();
     // A joining fingerprint is not pending now: no key is put twice.
     let mut left = Walk::new(&leaving);
-    let staying = now().into_iter().filter(|&x| !left.has(x, |&f| f));
+    let staying = now()
+        .into_iter()
+        .filter(|&x| !left.has(x, |&f| f) && keyed(x));
     let joining = changes.iter().filter(|&&(_, join)| join).map(|&(x, _)| x);
     for x in staying.chain(joining) {
         batch.put_cf(family, keys::fingerprint(x), []);
@@ -1065,12 +1070,20 @@ fn commit(
             }
             fixes.push((x, pending, want_pending, tombstoned, want_tomb));
         }
+        // A merge of the pending set leaves pending only fingerprints
+        // made pending since its snapshot, which were stored nowhere
+        // before: every pair of theirs was written marked pending, and
+        // only those without pairs need their key put back. (Without the
+        // pending set merged, one may be pending from before with pairs
+        // written unmarked by an older format, and a key.)
+        let keyed = |x| !job.pending || state.overlay.get(x).is_empty();
         write_pending(
             &mut batch,
             pending_cf,
             state.pending.len(),
             || state.pending.all(plan),
             &pending_changes,
+            keyed,
         );
         let mut counters = records::Counters {
             table_fingerprints: new_table_fingerprints,
