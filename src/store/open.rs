@@ -418,7 +418,7 @@ fn read_pending(db: &Db) -> Result<(Vec<u64>, HashSet<u64>)> {
 
 /// The pending set: the fingerprints of the `pending` family's `keys`
 /// (increasing) and those of `marked` (increasing: with a pair marked
-/// pending, see [`read_overlay`]) that no level holds. A pair is marked
+/// pending, see [`Pairs`]) that no level holds. A pair is marked
 /// so only while its fingerprint is in no level or in a level above
 /// level 0 (a merge into level 0 rewrites the pairs of the fingerprints
 /// it takes in), so only the upper levels are searched, read whole (a
