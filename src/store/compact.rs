@@ -323,15 +323,10 @@ pub(crate) struct IdsInput<'a> {
 }
 
 impl IdsInput<'_> {
-    /// Whether `fp`, pending in `state`, stays so after the merge (see
-    /// [`pending`](Self::pending)).
-    fn stays_pending(
-        &self,
-        plan: &crate::plan::Plan,
-        state: &super::state::State,
-        fp: u64,
-    ) -> bool {
-        state.pending.contains(plan, fp) && self.pending.binary_search(&fp).is_err()
+    /// Whether `fp`, pending now (`pending_now`), stays so after the
+    /// merge (see [`pending`](Self::pending)).
+    fn stays_pending(&self, fp: u64, pending_now: bool) -> bool {
+        pending_now && self.pending.binary_search(&fp).is_err()
     }
 
     /// The overlay's reconciliation for the merge of table 0 from `base`
@@ -627,7 +622,7 @@ fn catch_up(
             // (after the family's keys, which they override).
             if done.written_whole {
                 let state = shared.state.read();
-                let stays = |fp| ids.stays_pending(&shared.plan, &state, fp);
+                let stays = |fp| ids.stays_pending(fp, state.pending.contains(&shared.plan, fp));
                 write_fixes(batch, ids_cf, done.fixes.drain(..), stays);
             }
             if changed.len() < CATCH_UP_LEFT {
@@ -728,7 +723,7 @@ pub(crate) fn write_ids(
         }
     }
     let ids_cf = db.family(keys::IDS_FAMILY)?;
-    let stays = |fp| ids.stays_pending(&shared.plan, &state, fp);
+    let stays = |fp| ids.stays_pending(fp, state.pending.contains(&shared.plan, fp));
     if !reconciled.written_whole && ids_better_whole(&reconciled) {
         put_whole(batch, ids_cf, &reconciled.overlay, stays);
         return Ok((Arc::new(table), reconciled.overlay, new_pairs));
@@ -811,7 +806,7 @@ fn write_ids_whole(
     // outside it: a fingerprint whose placement changes later is written
     // since, and its pairs written again by a correction.
     let pending = shared.state.read().pending.all(&shared.plan);
-    let stays = |fp| pending.binary_search(&fp).is_ok() && ids.pending.binary_search(&fp).is_err();
+    let stays = |fp| ids.stays_pending(fp, pending.binary_search(&fp).is_ok());
     put_whole(
         batch,
         shared.db.family(keys::IDS_FAMILY)?,
