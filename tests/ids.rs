@@ -329,3 +329,147 @@ fn pending_fingerprints_named_by_their_pairs_are_kept_across_reopens() {
         assert!(report.ok(), "round {round}: {:?}", report.problems);
     }
 }
+
+/// Groups of mixed operations in one `Store::apply` call (each group one
+/// write), on a few fingerprints of which one holds thousands of ids:
+/// many of its ids deleted in one group, in random order; all deleted and
+/// one stored again in the same group; the fingerprint deleted whole then
+/// given ids again. Each operation's outcome (did it change the store?)
+/// and every id are checked against the model after each group, across
+/// compactions (the ids then in id blocks) and reopens.
+#[test]
+fn groups_of_many_changes_to_a_fingerprint_with_many_ids() {
+    use simstore::Op;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("s");
+    let mut rng = Rng(0x4075);
+    let options = Options::new().block_size(96).manual_compaction(true);
+    let mut store = Store::create(&path, &options).unwrap();
+    let mut model = Model::default();
+    let hot = 0x00ff_00ff_00ff_00ffu64;
+    let pool: Vec<u64> = vec![hot, rng.next(), rng.next(), rng.next()];
+    let first: Vec<(u64, u64)> = (0..4000).map(|i| (hot, 10 * i)).collect();
+    for &(fp, id) in &first {
+        model.insert(fp, Some(id));
+    }
+    store.insert_many(&first).unwrap();
+    for round in 0..16 {
+        let mut ops = Vec::new();
+        let ids_now: Vec<u64> = model.fps.get(&hot).into_iter().flatten().copied().collect();
+        match round % 4 {
+            // Delete a third of the hot fingerprint's ids, in random
+            // order, among new ids of it and changes of the others.
+            0 => {
+                for (i, &id) in ids_now.iter().enumerate() {
+                    if i % 3 == round % 3 {
+                        ops.push(Op::Delete {
+                            fingerprint: hot,
+                            id,
+                        });
+                    }
+                }
+                for _ in 0..400 {
+                    let fp = pool[rng.below(pool.len() as u64) as usize];
+                    ops.push(Op::Insert {
+                        fingerprint: fp,
+                        id: Some(rng.below(50_000)),
+                    });
+                }
+            }
+            // Delete every id one by one (the fingerprint goes with the
+            // last); every other time, then store it again without an id,
+            // delete an id it does not have and give it one.
+            1 => {
+                for &id in &ids_now {
+                    ops.push(Op::Delete {
+                        fingerprint: hot,
+                        id,
+                    });
+                }
+                if round % 8 == 5 {
+                    ops.push(Op::Insert {
+                        fingerprint: hot,
+                        id: None,
+                    });
+                    ops.push(Op::Delete {
+                        fingerprint: hot,
+                        id: 8,
+                    });
+                    ops.push(Op::Insert {
+                        fingerprint: hot,
+                        id: Some(7),
+                    });
+                }
+            }
+            // Delete it whole, twice, storing ids between and after.
+            2 => {
+                ops.push(Op::DeleteFingerprint { fingerprint: hot });
+                ops.push(Op::Insert {
+                    fingerprint: hot,
+                    id: Some(3),
+                });
+                ops.push(Op::DeleteFingerprint { fingerprint: hot });
+                ops.push(Op::DeleteFingerprint { fingerprint: hot });
+                for i in 0..3000 {
+                    ops.push(Op::Insert {
+                        fingerprint: hot,
+                        id: Some(1_000_000 + i),
+                    });
+                }
+            }
+            // Random changes of all of them.
+            _ => {
+                for _ in 0..3000 {
+                    let fp = pool[rng.below(pool.len() as u64) as usize];
+                    let id = 1_000_000 + rng.below(4000);
+                    ops.push(match rng.below(8) {
+                        0..=3 => Op::Insert {
+                            fingerprint: fp,
+                            id: Some(id),
+                        },
+                        4..=6 => Op::Delete {
+                            fingerprint: fp,
+                            id,
+                        },
+                        _ => Op::DeleteFingerprint { fingerprint: fp },
+                    });
+                }
+            }
+        }
+        // The model's outcome of each operation, in order.
+        let mut want = Vec::new();
+        for op in &ops {
+            want.push(match *op {
+                Op::Insert { fingerprint, id } => {
+                    let new = !model.fps.contains_key(&fingerprint)
+                        || id.is_some_and(|id| !model.fps[&fingerprint].contains(&id));
+                    model.insert(fingerprint, id);
+                    new
+                }
+                Op::Delete { fingerprint, id } => {
+                    let had = model.fps.get(&fingerprint).is_some_and(|s| s.contains(&id));
+                    model.delete(fingerprint, id);
+                    had
+                }
+                Op::DeleteFingerprint { fingerprint } => model.fps.remove(&fingerprint).is_some(),
+                _ => unreachable!(),
+            });
+        }
+        let got = store.apply(ops).unwrap();
+        assert_eq!(got, want, "round {round}: outcomes");
+        check(&store, &model, &pool, &mut rng);
+        match round % 3 {
+            0 => {
+                store.compact().unwrap();
+            }
+            1 => {
+                drop(store);
+                store = Store::open(&path, &options).unwrap();
+            }
+            _ => {}
+        }
+        check(&store, &model, &pool, &mut rng);
+        let report = store.verify().unwrap();
+        assert!(report.ok(), "round {round}: {:?}", report.problems);
+    }
+}

@@ -382,6 +382,43 @@ impl Overlay {
         }
     }
 
+    /// Sets the entries of `fp` for each of `changes` (increasing by id,
+    /// each id once) as [`set`](Self::set) would, in one merge of the two
+    /// lists: a write group changing many of one fingerprint's pairs (a
+    /// document id deleted from an empty page shared by 100K documents)
+    /// costs the length of its list once, not once a pair.
+    pub fn set_many(&mut self, fp: u64, changes: &[(u64, Option<bool>)]) {
+        if let [(id, mark)] = *changes {
+            return self.set(fp, id, mark);
+        }
+        let old = self.get(fp);
+        let mut merged = Vec::with_capacity(old.len() + changes.len());
+        let (mut i, mut j) = (0, 0);
+        while i < old.len() || j < changes.len() {
+            match (old.get(i), changes.get(j)) {
+                (Some(&(o, _)), Some(&(c, mark))) if o == c => {
+                    merged.extend(mark.map(|added| (c, added)));
+                    i += 1;
+                    j += 1;
+                }
+                (Some(&entry), Some(&(c, _))) if entry.0 < c => {
+                    merged.push(entry);
+                    i += 1;
+                }
+                (Some(&entry), None) => {
+                    merged.push(entry);
+                    i += 1;
+                }
+                (_, Some(&(c, mark))) => {
+                    merged.extend(mark.map(|added| (c, added)));
+                    j += 1;
+                }
+                (None, None) => break,
+            }
+        }
+        self.replace(fp, &merged);
+    }
+
     /// Builds the overlay from `(fp, id, added)` entries in increasing
     /// `(fp, id)` order (the `ids` family's): the map sized once for the
     /// fingerprints counted, then one insertion per fingerprint (a store
@@ -442,8 +479,18 @@ impl Overlay {
     }
 }
 
+/// Entries past which [`apply`] merges the two lists in one pass instead
+/// of placing each entry by a search: a fingerprint with many ids changed
+/// since its id block (100K of an empty page's deleted) would otherwise
+/// move the rest of its list once an entry.
+const APPLY_BY_MERGE: usize = 16;
+
 /// Applies overlay entries (by id) to increasing `ids`.
 fn apply(list: &[(u64, bool)], ids: &mut Vec<u64>) {
+    if list.len() > APPLY_BY_MERGE {
+        *ids = merged(list, ids);
+        return;
+    }
     for &(id, added) in list {
         match (ids.binary_search(&id), added) {
             (Err(at), true) => ids.insert(at, id),
@@ -453,6 +500,39 @@ fn apply(list: &[(u64, bool)], ids: &mut Vec<u64>) {
             _ => {}
         }
     }
+}
+
+/// `ids` (increasing) with `list`'s entries applied, in one pass.
+fn merged(list: &[(u64, bool)], ids: &[u64]) -> Vec<u64> {
+    let mut out = Vec::with_capacity(ids.len() + list.len());
+    let (mut i, mut j) = (0, 0);
+    while i < ids.len() || j < list.len() {
+        match (ids.get(i), list.get(j)) {
+            (Some(&x), Some(&(id, added))) if x == id => {
+                if added {
+                    out.push(x);
+                }
+                i += 1;
+                j += 1;
+            }
+            (Some(&x), Some(&(id, _))) if x < id => {
+                out.push(x);
+                i += 1;
+            }
+            (Some(&x), None) => {
+                out.push(x);
+                i += 1;
+            }
+            (_, Some(&(id, added))) => {
+                if added {
+                    out.push(id);
+                }
+                j += 1;
+            }
+            (None, None) => break,
+        }
+    }
+    out
 }
 
 /// The entries that make `base` (an id block's ids) into `truth`, both
@@ -1053,6 +1133,74 @@ mod tests {
         for fp in 0..300 {
             assert_eq!(built.get(fp), one_by_one.get(fp), "{fp}");
         }
+    }
+
+    #[test]
+    fn long_entry_lists_apply_as_short_ones_do() {
+        // Id lists and entry lists of every length around the switch to a
+        // merge, entries adding ids present or not and removing them.
+        let mut rng = crate::test_rng::TestRng::new(12);
+        for round in 0..2_000 {
+            let n = (rng.next_u64() % 60) as usize;
+            let mut ids: Vec<u64> = (0..n).map(|_| rng.next_u64() % 100).collect();
+            ids.sort_unstable();
+            ids.dedup();
+            let m = round % (2 * APPLY_BY_MERGE + 4);
+            let mut list: Vec<(u64, bool)> = (0..m)
+                .map(|_| (rng.next_u64() % 100, rng.next_u64().is_multiple_of(2)))
+                .collect();
+            list.sort_unstable_by_key(|&(id, _)| id);
+            list.dedup_by_key(|&mut (id, _)| id);
+            let mut expect: std::collections::BTreeSet<u64> = ids.iter().copied().collect();
+            for &(id, added) in &list {
+                match added {
+                    true => expect.insert(id),
+                    false => expect.remove(&id),
+                };
+            }
+            let mut got = ids.clone();
+            apply(&list, &mut got);
+            assert_eq!(got, expect.into_iter().collect::<Vec<_>>(), "round {round}");
+        }
+    }
+
+    #[test]
+    fn changes_merged_at_once_equal_changes_set_one_by_one() {
+        // Lists of none, one and many entries; runs of changes adding,
+        // re-marking and removing entries, of ids present or not.
+        let mut rng = crate::test_rng::TestRng::new(8);
+        let mut merged = Overlay::default();
+        let mut one_by_one = Overlay::default();
+        for round in 0..3_000 {
+            let fp = rng.next_u64() % 30;
+            let n = match round % 7 {
+                0 => 400,
+                _ => (rng.next_u64() % 6) as usize,
+            };
+            let mut changes: Vec<(u64, Option<bool>)> = (0..n)
+                .map(|_| {
+                    let mark = match rng.next_u64() % 3 {
+                        0 => None,
+                        1 => Some(true),
+                        _ => Some(false),
+                    };
+                    (rng.next_u64() % 500, mark)
+                })
+                .collect();
+            changes.sort_unstable_by_key(|&(id, _)| id);
+            changes.dedup_by_key(|&mut (id, _)| id);
+            merged.set_many(fp, &changes);
+            for &(id, mark) in &changes {
+                one_by_one.set(fp, id, mark);
+            }
+            assert_eq!(merged.get(fp), one_by_one.get(fp), "round {round}");
+            assert_eq!(merged.len(), one_by_one.len(), "round {round}");
+        }
+        assert!(
+            merged.len() > 1_000,
+            "the lists grew long: {}",
+            merged.len()
+        );
     }
 
     #[test]

@@ -3,7 +3,7 @@
 //! as one atomic RocksDB write batch and, in sync mode, one fsync.
 
 use std::collections::btree_map::Entry;
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
@@ -307,6 +307,13 @@ struct Staged {
     stored: HashMap<u64, (Vec<u64>, Vec<u64>)>,
     /// Sketches the group writes (`Some`) or removes with their pair.
     sketches: BTreeMap<(u64, u64), Option<Sketch>>,
+    /// How many ids each fingerprint a delete asked about has now, kept
+    /// up to date from then on: a delete of one of 100K ids asks whether
+    /// any is left without listing them. Empty in insert-only groups.
+    counts: HashMap<u64, i64, super::ids::MixHasher>,
+    /// Fingerprints whose stored ids are all in `ids` (see
+    /// [`Staged::ids_of`]).
+    listed: HashSet<u64>,
 }
 
 impl Staged {
@@ -367,18 +374,56 @@ impl Staged {
         Ok(&self.stored[&fp])
     }
 
-    fn id(&mut self, shared: &Shared, fp: u64, id: u64) -> Result<&mut bool> {
-        if !self.ids.contains_key(&(fp, id)) {
-            let present = self.stored(shared, fp)?.1.binary_search(&id).is_ok();
-            self.ids.insert((fp, id), (present, present));
+    /// Whether `(fp, id)` is stored now (before the group, or staged).
+    fn has_id(&mut self, shared: &Shared, fp: u64, id: u64) -> Result<bool> {
+        if let Some(&(_, now)) = self.ids.get(&(fp, id)) {
+            return Ok(now);
         }
-        Ok(&mut self.ids.entry((fp, id)).or_default().1)
+        let present = self.stored(shared, fp)?.1.binary_search(&id).is_ok();
+        self.ids.insert((fp, id), (present, present));
+        Ok(present)
     }
 
-    /// Every id the fingerprint has now, stored or staged.
+    /// Stages `(fp, id)` as stored or not; returns whether it was.
+    fn set_id(&mut self, shared: &Shared, fp: u64, id: u64, stored: bool) -> Result<bool> {
+        let was = self.has_id(shared, fp, id)?;
+        if was != stored {
+            if let Some(entry) = self.ids.get_mut(&(fp, id)) {
+                entry.1 = stored;
+            }
+            if let Some(count) = self.counts.get_mut(&fp) {
+                *count += if stored { 1 } else { -1 };
+            }
+        }
+        Ok(was)
+    }
+
+    /// How many ids the fingerprint has now, stored or staged: counted
+    /// once a group, then kept in `counts`.
+    fn id_count(&mut self, shared: &Shared, fp: u64) -> Result<i64> {
+        if let Some(&count) = self.counts.get(&fp) {
+            return Ok(count);
+        }
+        let stored = self.stored(shared, fp)?.1.len() as i64;
+        let staged: i64 = self
+            .ids
+            .range((fp, 0)..=(fp, u64::MAX))
+            .map(|(_, &(before, now))| i64::from(now) - i64::from(before))
+            .sum();
+        self.counts.insert(fp, stored + staged);
+        Ok(stored + staged)
+    }
+
+    /// Every id the fingerprint has now, stored or staged. Its stored ids
+    /// are staged once a group (each then answers from `ids`).
     fn ids_of(&mut self, shared: &Shared, fp: u64) -> Result<Vec<u64>> {
-        for id in self.stored(shared, fp)?.1.clone() {
-            self.id(shared, fp, id)?;
+        if self.id_count(shared, fp)? == 0 {
+            return Ok(Vec::new());
+        }
+        if self.listed.insert(fp) {
+            for id in self.stored(shared, fp)?.1.clone() {
+                self.has_id(shared, fp, id)?;
+            }
         }
         Ok(self
             .ids
@@ -419,7 +464,7 @@ impl Staged {
             Op::Insert { fingerprint, id } => {
                 let new_fp = self.make_live(shared, fingerprint)?;
                 let new_id = match id {
-                    Some(id) => !std::mem::replace(self.id(shared, fingerprint, id)?, true),
+                    Some(id) => !self.set_id(shared, fingerprint, id, true)?,
                     None => false,
                 };
                 Ok(new_fp || new_id)
@@ -430,16 +475,16 @@ impl Staged {
                 sketch,
             } => {
                 let new_fp = self.make_live(shared, fingerprint)?;
-                let new_id = !std::mem::replace(self.id(shared, fingerprint, id)?, true);
+                let new_id = !self.set_id(shared, fingerprint, id, true)?;
                 self.sketches.insert((fingerprint, id), Some(sketch));
                 Ok(new_fp || new_id)
             }
             Op::Delete { fingerprint, id } => {
-                if !std::mem::replace(self.id(shared, fingerprint, id)?, false) {
+                if !self.set_id(shared, fingerprint, id, false)? {
                     return Ok(false);
                 }
                 self.sketches.insert((fingerprint, id), None);
-                if self.ids_of(shared, fingerprint)?.is_empty() {
+                if self.id_count(shared, fingerprint)? == 0 {
                     self.kill(shared, fingerprint)?;
                 }
                 Ok(true)
@@ -447,7 +492,7 @@ impl Staged {
             Op::DeleteFingerprint { fingerprint } => {
                 let mut changed = false;
                 for id in self.ids_of(shared, fingerprint)? {
-                    *self.id(shared, fingerprint, id)? = false;
+                    self.set_id(shared, fingerprint, id, false)?;
                     self.sketches.insert((fingerprint, id), None);
                     changed = true;
                 }
@@ -623,8 +668,17 @@ fn commit_group(shared: &Shared, group: &[Arc<Request>]) -> Result<Vec<Vec<bool>
         }
     }
     state.pending.insert_many(&shared.plan, &new_pending);
-    for (fp, id, mark) in overlay {
-        state.overlay.set(fp, id, mark);
+    // In (fingerprint, id) order: each fingerprint's changes merged into
+    // its entries at once.
+    for run in overlay.chunk_by(|a, b| a.0 == b.0) {
+        match *run {
+            [(fp, id, mark)] => state.overlay.set(fp, id, mark),
+            _ => {
+                let changes: Vec<(u64, Option<bool>)> =
+                    run.iter().map(|&(_, id, mark)| (id, mark)).collect();
+                state.overlay.set_many(run[0].0, &changes);
+            }
+        }
     }
     state.ids = ids;
     shared.locks.next_generation();
