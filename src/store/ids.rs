@@ -391,31 +391,12 @@ impl Overlay {
         if let [(id, mark)] = *changes {
             return self.set(fp, id, mark);
         }
-        let old = self.get(fp);
-        let mut merged = Vec::with_capacity(old.len() + changes.len());
-        let (mut i, mut j) = (0, 0);
-        while i < old.len() || j < changes.len() {
-            match (old.get(i), changes.get(j)) {
-                (Some(&(o, _)), Some(&(c, mark))) if o == c => {
-                    merged.extend(mark.map(|added| (c, added)));
-                    i += 1;
-                    j += 1;
-                }
-                (Some(&entry), Some(&(c, _))) if entry.0 < c => {
-                    merged.push(entry);
-                    i += 1;
-                }
-                (Some(&entry), None) => {
-                    merged.push(entry);
-                    i += 1;
-                }
-                (_, Some(&(c, mark))) => {
-                    merged.extend(mark.map(|added| (c, added)));
-                    j += 1;
-                }
-                (None, None) => break,
-            }
-        }
+        let merged = merge_changes(
+            self.get(fp),
+            |e| e.0,
+            changes,
+            |&(id, mark)| (id, mark.map(|added| (id, added))),
+        );
         self.replace(fp, &merged);
     }
 
@@ -504,29 +485,37 @@ fn apply(list: &[(u64, bool)], ids: &mut Vec<u64>) {
 
 /// `ids` (increasing) with `list`'s entries applied, in one pass.
 fn merged(list: &[(u64, bool)], ids: &[u64]) -> Vec<u64> {
-    let mut out = Vec::with_capacity(ids.len() + list.len());
+    merge_changes(ids, |&x| x, list, |&(id, added)| (id, added.then_some(id)))
+}
+
+/// `old` (increasing by `key`) with `changes` (increasing by id, each id
+/// once) applied, in one pass: a change `(id, Some(item))` puts `item` in
+/// place of the one with that id, or adds it; `(id, None)` removes the
+/// one with that id, if any.
+fn merge_changes<T: Copy, C>(
+    old: &[T],
+    key: impl Fn(&T) -> u64,
+    changes: &[C],
+    change: impl Fn(&C) -> (u64, Option<T>),
+) -> Vec<T> {
+    let mut out = Vec::with_capacity(old.len() + changes.len());
     let (mut i, mut j) = (0, 0);
-    while i < ids.len() || j < list.len() {
-        match (ids.get(i), list.get(j)) {
-            (Some(&x), Some(&(id, added))) if x == id => {
-                if added {
-                    out.push(x);
+    while i < old.len() || j < changes.len() {
+        let next = changes.get(j).map(&change);
+        match (old.get(i), next) {
+            (Some(item), Some((id, _))) if key(item) < id => {
+                out.push(*item);
+                i += 1;
+            }
+            (Some(item), None) => {
+                out.push(*item);
+                i += 1;
+            }
+            (item, Some((id, value))) => {
+                if item.is_some_and(|item| key(item) == id) {
+                    i += 1;
                 }
-                i += 1;
-                j += 1;
-            }
-            (Some(&x), Some(&(id, _))) if x < id => {
-                out.push(x);
-                i += 1;
-            }
-            (Some(&x), None) => {
-                out.push(x);
-                i += 1;
-            }
-            (_, Some(&(id, added))) => {
-                if added {
-                    out.push(id);
-                }
+                out.extend(value);
                 j += 1;
             }
             (None, None) => break,
