@@ -388,9 +388,6 @@ impl Overlay {
     /// document id deleted from an empty page shared by 100K documents)
     /// costs the length of its list once, not once a pair.
     pub fn set_many(&mut self, fp: u64, changes: &[(u64, Option<bool>)]) {
-        if let [(id, mark)] = *changes {
-            return self.set(fp, id, mark);
-        }
         let merged = merge_changes(
             self.get(fp),
             |e| e.0,
@@ -469,7 +466,7 @@ const APPLY_BY_MERGE: usize = 16;
 /// Applies overlay entries (by id) to increasing `ids`.
 fn apply(list: &[(u64, bool)], ids: &mut Vec<u64>) {
     if list.len() > APPLY_BY_MERGE {
-        *ids = merged(list, ids);
+        *ids = merge_changes(ids, |&x| x, list, |&(id, added)| (id, added.then_some(id)));
         return;
     }
     for &(id, added) in list {
@@ -481,11 +478,6 @@ fn apply(list: &[(u64, bool)], ids: &mut Vec<u64>) {
             _ => {}
         }
     }
-}
-
-/// `ids` (increasing) with `list`'s entries applied, in one pass.
-fn merged(list: &[(u64, bool)], ids: &[u64]) -> Vec<u64> {
-    merge_changes(ids, |&x| x, list, |&(id, added)| (id, added.then_some(id)))
 }
 
 /// `old` (increasing by `key`) with `changes` (increasing by id, each id
