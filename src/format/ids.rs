@@ -402,6 +402,35 @@ impl<'a> IdBlock<'a> {
         out.extend((start..start + n).map(|i| self.base.wrapping_add(self.offset(i))));
     }
 
+    /// How many ids the fingerprint at `position` (below
+    /// [`count`](Self::count)) has.
+    #[inline]
+    pub fn len_at(&self, position: usize) -> usize {
+        self.span(position).1
+    }
+
+    /// Whether the fingerprint at `position` (below
+    /// [`count`](Self::count)) has `id`: a binary search of its ids (they
+    /// increase, at a fixed width), reading only those it probes. A
+    /// writer asking whether a document id is new to a fingerprint with
+    /// 100K ids decodes 17 of them, not all.
+    pub fn contains(&self, position: usize, id: u64) -> bool {
+        let Some(offset) = id.checked_sub(self.base) else {
+            return false;
+        };
+        let (start, n) = self.span(position);
+        let (mut lo, mut hi) = (start, start + n);
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            match self.offset(mid).cmp(&offset) {
+                std::cmp::Ordering::Less => lo = mid + 1,
+                std::cmp::Ordering::Equal => return true,
+                std::cmp::Ordering::Greater => hi = mid,
+            }
+        }
+        false
+    }
+
     /// The ids of the fingerprint at `position`.
     pub fn ids(&self, position: usize) -> Vec<u64> {
         let mut out = Vec::new();
@@ -426,6 +455,20 @@ mod tests {
         assert_eq!(checked.count(), lists.len());
         for (p, want) in lists.iter().enumerate() {
             assert_eq!(&checked.ids(p), want, "position {p}");
+            assert_eq!(checked.len_at(p), want.len(), "position {p}");
+            // Every id, its neighbours, the ends of the range and the
+            // other positions' ids: found exactly when the position has it.
+            let near = want
+                .iter()
+                .flat_map(|&id| [id, id.wrapping_sub(1), id.wrapping_add(1)]);
+            let others = lists.iter().flatten().copied();
+            for id in near.chain(others).chain([0, u64::MAX]) {
+                assert_eq!(
+                    checked.contains(p, id),
+                    want.binary_search(&id).is_ok(),
+                    "position {p}, id {id}"
+                );
+            }
         }
     }
 

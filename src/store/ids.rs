@@ -15,6 +15,7 @@
 //! fingerprint's is, until a merge moves the fingerprint into level 0.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 
 use crate::error::{Error, Location, Result};
@@ -32,13 +33,60 @@ enum Held {
 
 /// The id blocks of table 0, one slot per table-0 block, in the same
 /// order (the table is passed to every call that needs its keys).
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Default)]
 pub(crate) struct IdTable {
     slots: Vec<OnceLock<Held>>,
     source: Option<Arc<dyn IdSource>>,
     /// Whether blocks are held once read.
     memory: bool,
+    /// Bytes of [`LARGE`] blocks held though the table is not in memory.
+    held_large: AtomicUsize,
 }
+
+/// An id block as a look-up got it.
+enum Got<'s> {
+    /// Held in its slot (once read, when the table is in memory or the
+    /// block is [`LARGE`]).
+    Held(&'s Arc<[u8]>),
+    /// Read for this look-up only.
+    Read(Arc<[u8]>),
+}
+
+/// A fingerprint's place in an id block, the block shared (a writer
+/// keeps it beyond its look-up's lock).
+#[derive(Debug)]
+pub(crate) struct IdPlace {
+    /// The block, checked when read.
+    pub bytes: Arc<[u8]>,
+    /// Its key (for errors).
+    pub key: u64,
+    /// The fingerprint's position in it.
+    pub position: usize,
+}
+
+impl IdPlace {
+    /// The block, its layout read again (no CRC: checked when read), and
+    /// checked to have the position.
+    pub fn parsed(&self) -> Result<IdBlock<'_>> {
+        let block = IdBlock::parse_checked(&self.bytes).map_err(|r| corrupt(self.key, r))?;
+        if self.position >= block.count() {
+            return Err(corrupt(self.key, format!("no position {}", self.position)));
+        }
+        Ok(block)
+    }
+}
+
+/// Bytes from which an id block read from disk is held anyway (up to
+/// [`HELD_LARGE`] in all): a block this large holds a fingerprint with
+/// tens of thousands of ids (an empty page, a common template), and
+/// every write naming it and every match on it would otherwise read and
+/// check the whole block again. 2,000 small write groups each adding an
+/// id to a fingerprint with 300K ids, from a process keeping its tables
+/// on disk: 4.0 ms a group reading it each time.
+const LARGE: usize = 64 << 10;
+
+/// Most bytes of [`LARGE`] id blocks held by a table not in memory.
+const HELD_LARGE: usize = 64 << 20;
 
 /// The corruption error of the id block keyed `key`.
 fn corrupt(key: u64, reason: impl Into<String>) -> Error {
@@ -67,6 +115,7 @@ impl IdTable {
             slots: crate::pages::collect((0..blocks).map(|_| OnceLock::new())),
             source: Some(source),
             memory,
+            held_large: AtomicUsize::new(0),
         }
     }
 
@@ -127,10 +176,27 @@ impl IdTable {
     /// Slot `j`'s id block (checked), `table0`'s block `j` being the
     /// table-0 block it belongs to: borrowed when held, else read.
     pub fn block<'s>(&'s self, table0: &TableState, j: usize) -> Result<Bytes<'s>> {
+        Ok(match self.slot_block(table0, j)? {
+            Got::Held(held) => Bytes::Held(held),
+            Got::Read(read) => Bytes::Fetched(read),
+        })
+    }
+
+    /// Slot `j`'s id block (checked), as [`block`](Self::block) gives it,
+    /// shared.
+    pub fn shared_block(&self, table0: &TableState, j: usize) -> Result<Arc<[u8]>> {
+        Ok(match self.slot_block(table0, j)? {
+            Got::Held(held) => Arc::clone(held),
+            Got::Read(read) => read,
+        })
+    }
+
+    /// Slot `j`'s id block, checked.
+    fn slot_block(&self, table0: &TableState, j: usize) -> Result<Got<'_>> {
         let key = table0.keys()[j];
         let slot = &self.slots[j];
         match slot.get() {
-            Some(Held::Block(b)) => return Ok(Bytes::Held(b)),
+            Some(Held::Block(b)) => return Ok(Got::Held(b)),
             Some(Held::Corrupt(reason)) => return Err(corrupt(key, reason.to_string())),
             None => {}
         }
@@ -142,14 +208,26 @@ impl IdTable {
         let bytes = source
             .fetch(key)?
             .ok_or_else(|| corrupt(key, "the id block is missing"))?;
-        if self.memory {
-            return match slot.get_or_init(|| hold(bytes, count)) {
-                Held::Block(b) => Ok(Bytes::Held(b)),
+        if self.memory || self.room_for_large(bytes.len()) {
+            let held = slot.get_or_init(|| {
+                if !self.memory {
+                    self.held_large.fetch_add(bytes.len(), Ordering::Relaxed);
+                }
+                hold(bytes, count)
+            });
+            return match held {
+                Held::Block(b) => Ok(Got::Held(b)),
                 Held::Corrupt(reason) => Err(corrupt(key, reason.to_string())),
             };
         }
         check(&bytes, count).map_err(|r| corrupt(key, r))?;
-        Ok(Bytes::Fetched(bytes))
+        Ok(Got::Read(bytes))
+    }
+
+    /// Whether a table not in memory holds a block of `len` bytes read
+    /// from disk (see [`LARGE`]).
+    fn room_for_large(&self, len: usize) -> bool {
+        len >= LARGE && self.held_large.load(Ordering::Relaxed) + len <= HELD_LARGE
     }
 
     /// Appends the ids stored in slot `j`'s block for position `position`
@@ -171,6 +249,7 @@ impl IdTable {
     pub fn rebuilt(&self, old0: &TableState, new0: &TableState, written: &Added) -> Result<Self> {
         let mut new = written.iter().peekable();
         let mut slots = Vec::with_capacity(new0.keys().len());
+        let mut held_large = 0;
         for (&key, count) in new0.keys().iter().zip(new0.counts()) {
             if new.peek().is_some_and(|&(k, _)| k == key) {
                 let (_, bytes) = new.next().unwrap_or_else(|| unreachable!("peeked"));
@@ -185,12 +264,16 @@ impl IdTable {
                 .keys()
                 .binary_search(&key)
                 .map_err(|_| corrupt(key, "a block kept by a merge has no id block to keep"))?;
+            if let (false, Some(Held::Block(b))) = (self.memory, self.slots[j].get()) {
+                held_large += b.len();
+            }
             slots.push(self.slots[j].clone());
         }
         Ok(Self {
             slots,
             source: self.source.clone(),
             memory: self.memory,
+            held_large: AtomicUsize::new(held_large),
         })
     }
 }
@@ -225,13 +308,16 @@ pub(crate) struct Overlay {
 }
 
 /// One fingerprint's overlay entries, never none: a single entry (a new
-/// fingerprint with its one id, nearly every one) is held in place, more
-/// on the heap, so that the overlay of millions of fingerprints costs no
-/// allocation each to build, change, clone or drop.
+/// fingerprint with its one id, nearly every one) is held in place, so
+/// that the overlay of millions of fingerprints costs no allocation each
+/// to build, change, clone or drop; more are on the heap, shared by
+/// clones (a writer reading the entries of a fingerprint with 300K ids
+/// added since its id block, a merge's snapshot of the overlay) and
+/// copied only when changed while shared.
 #[derive(Debug, Clone)]
-enum Entries {
+pub(crate) enum Entries {
     One([(u64, bool); 1]),
-    Many(Vec<(u64, bool)>),
+    Many(Arc<Vec<(u64, bool)>>),
 }
 
 impl Entries {
@@ -240,11 +326,12 @@ impl Entries {
         match list {
             [] => None,
             [one] => Some(Self::One([*one])),
-            _ => Some(Self::Many(list.to_vec())),
+            _ => Some(Self::Many(Arc::new(list.to_vec()))),
         }
     }
 
-    fn as_slice(&self) -> &[(u64, bool)] {
+    /// The entries, increasing by id.
+    pub fn as_slice(&self) -> &[(u64, bool)] {
         match self {
             Self::One(one) => one,
             Self::Many(list) => list,
@@ -260,7 +347,7 @@ impl Entries {
                 return 0;
             }
         }
-        let mut list = std::mem::replace(self, Self::Many(Vec::new())).into_vec();
+        let mut list = std::mem::replace(self, Self::One([(0, false)])).into_vec();
         let delta = match (list.binary_search_by_key(&id, |&(i, _)| i), mark) {
             (Ok(at), Some(added)) => {
                 list[at].1 = added;
@@ -278,15 +365,16 @@ impl Entries {
         };
         *self = match list.as_slice() {
             [one] => Self::One([*one]),
-            _ => Self::Many(list),
+            _ => Self::Many(Arc::new(list)),
         };
         delta
     }
 
+    /// The entries as a list of their own (copied when shared).
     fn into_vec(self) -> Vec<(u64, bool)> {
         match self {
             Self::One(one) => one.to_vec(),
-            Self::Many(list) => list,
+            Self::Many(list) => Arc::try_unwrap(list).unwrap_or_else(|shared| (*shared).clone()),
         }
     }
 }
@@ -334,6 +422,11 @@ impl Overlay {
     /// The entries of `fp`, by id.
     pub fn get(&self, fp: u64) -> &[(u64, bool)] {
         self.map.get(&fp).map_or(&[], Entries::as_slice)
+    }
+
+    /// The entries of `fp`, shared (no copy), when it has any.
+    pub fn shared(&self, fp: u64) -> Option<Entries> {
+        self.map.get(&fp).cloned()
     }
 
     /// The fingerprints with entries, in no order.
@@ -454,6 +547,12 @@ impl Overlay {
         if let Some(list) = self.map.get(&fp) {
             apply(list.as_slice(), ids);
         }
+    }
+
+    /// Applies `entries` (one fingerprint's, as [`get`](Self::get) gave
+    /// them) to its id block's `ids` (increasing).
+    pub fn apply_entries(entries: &[(u64, bool)], ids: &mut Vec<u64>) {
+        apply(entries, ids);
     }
 }
 

@@ -2,6 +2,7 @@
 //! recovery beneath a small API.
 
 mod batch;
+mod before;
 mod bulk;
 mod compact;
 mod compactor;

@@ -237,7 +237,11 @@ impl Options {
     /// (at most a seventh of the fingerprints) and level 0's first table
     /// (unpermuted), all probed by every write to learn whether its
     /// fingerprint is stored, are held whatever the budget (unless that
-    /// table is level 0's only one, as in a one-table store). Decided at
+    /// table is level 0's only one, as in a one-table store). Id blocks
+    /// of 64 KiB or more (fingerprints with tens of thousands of ids),
+    /// up to 64 MiB of them, are held once read whatever the budget:
+    /// every write naming such a fingerprint and every match on it would
+    /// read and check the whole block again. Decided at
     /// open; a store that outgrows the budget while open stays in memory
     /// until reopened. A store held whole in memory also keeps its levels
     /// above level 0 as one uncompressed set for queries (8 bytes a

@@ -11,7 +11,7 @@
 use std::collections::HashSet;
 use std::sync::Arc;
 
-use super::ids::{IdTable, Overlay};
+use super::ids::{IdPlace, IdTable, Overlay};
 use super::pending::Pending;
 use crate::error::Result;
 use crate::plan::Plan;
@@ -192,6 +192,22 @@ impl State {
     /// the last commit wrote there.
     pub fn reads_stored_blocks(&self) -> bool {
         self.tables.iter().any(|t| !t.in_memory() || t.has_unread()) || self.id_table.reads_source()
+    }
+
+    /// The id block holding `fp`'s ids in level 0 (shared), its key and
+    /// `fp`'s position in it; none when level 0 does not hold `fp`.
+    pub fn base_block(&self, plan: &Plan, fp: u64) -> Result<Option<IdPlace>> {
+        let (Some(table0), Some(spec)) = (self.tables.first(), plan.tables().first()) else {
+            return Ok(None);
+        };
+        let Some((j, position)) = table0.position(spec.permutation.apply(fp))? else {
+            return Ok(None);
+        };
+        Ok(Some(IdPlace {
+            bytes: self.id_table.shared_block(table0, j)?,
+            key: table0.keys()[j],
+            position,
+        }))
     }
 
     /// The ids of `fp` in its id block (none when the tables do not hold

@@ -9,6 +9,7 @@ use std::sync::Arc;
 
 use parking_lot::{Condvar, Mutex};
 
+use super::before::Before;
 use super::shared::Shared;
 use crate::error::{Error, Result};
 use crate::format::keys;
@@ -302,9 +303,8 @@ impl Placement {
 struct Staged {
     fps: BTreeMap<u64, (Placement, Placement)>,
     ids: BTreeMap<(u64, u64), (bool, bool)>,
-    /// The ids of each fingerprint the group names, before it: in its id
-    /// block, and in all (read from memory).
-    stored: HashMap<u64, (Vec<u64>, Vec<u64>)>,
+    /// The ids of each fingerprint the group names, before it.
+    stored: HashMap<u64, Before>,
     /// Sketches the group writes (`Some`) or removes with their pair.
     sketches: BTreeMap<(u64, u64), Option<Sketch>>,
     /// How many ids each fingerprint a delete asked about has now, kept
@@ -360,7 +360,7 @@ impl Staged {
     }
 
     /// The ids `fp` had before the group (see [`Staged::stored`]).
-    fn stored(&mut self, shared: &Shared, fp: u64) -> Result<&(Vec<u64>, Vec<u64>)> {
+    fn stored(&mut self, shared: &Shared, fp: u64) -> Result<&mut Before> {
         if !self.stored.contains_key(&fp) {
             // Only a fingerprint in the tables has an id block to read (a
             // read of its table-0 block and id block, from disk when the
@@ -371,7 +371,8 @@ impl Staged {
             let stored = read_stored(shared, &shared.state.read(), fp, placed)?;
             self.stored.insert(fp, stored);
         }
-        Ok(&self.stored[&fp])
+        // Read above: nothing is inserted.
+        Ok(self.stored.entry(fp).or_default())
     }
 
     /// Whether `(fp, id)` is stored now (before the group, or staged).
@@ -379,7 +380,7 @@ impl Staged {
         if let Some(&(_, now)) = self.ids.get(&(fp, id)) {
             return Ok(now);
         }
-        let present = self.stored(shared, fp)?.1.binary_search(&id).is_ok();
+        let present = self.stored(shared, fp)?.has(id)?;
         self.ids.insert((fp, id), (present, present));
         Ok(present)
     }
@@ -404,7 +405,7 @@ impl Staged {
         if let Some(&count) = self.counts.get(&fp) {
             return Ok(count);
         }
-        let stored = self.stored(shared, fp)?.1.len() as i64;
+        let stored = self.stored(shared, fp)?.count()? as i64;
         let staged: i64 = self
             .ids
             .range((fp, 0)..=(fp, u64::MAX))
@@ -421,7 +422,7 @@ impl Staged {
             return Ok(Vec::new());
         }
         if self.listed.insert(fp) {
-            for id in self.stored(shared, fp)?.1.clone() {
+            for id in self.stored(shared, fp)?.all()?.to_vec() {
                 self.has_id(shared, fp, id)?;
             }
         }
@@ -511,28 +512,19 @@ fn read_placement(shared: &Shared, state: &super::state::State, fp: u64) -> Resu
     })
 }
 
-/// `fp`'s ids in its id block and in all, in `state` (see
-/// [`Staged::stored`]), given where it is `placed` in that state. A
-/// fingerprint neither in the tables nor pending has no ids: the
-/// overlay holds pairs of stored fingerprints only (`verify` checks it),
-/// so the look-up in its map, a cache miss or two, is left out for the
-/// new fingerprints that most inserts bring.
+/// `fp`'s ids in `state` (see [`Staged::stored`]), given where it is
+/// `placed` in that state. A fingerprint neither in the tables nor
+/// pending has no ids: the overlay holds pairs of stored fingerprints
+/// only (`verify` checks it), so the look-up in its map, a cache miss or
+/// two, is left out for the new fingerprints that most inserts bring.
 fn read_stored(
     shared: &Shared,
     state: &super::state::State,
     fp: u64,
     placed: Placement,
-) -> Result<(Vec<u64>, Vec<u64>)> {
-    let mut base = Vec::new();
-    if !placed.in_tables && !placed.pending {
-        return Ok((base, Vec::new()));
-    }
-    if placed.in_tables {
-        state.base_ids(&shared.plan, fp, &mut base)?;
-    }
-    let mut all = base.clone();
-    state.overlay.apply(fp, &mut all);
-    Ok((base, all))
+) -> Result<Before> {
+    let stored = placed.in_tables || placed.pending;
+    Before::read(state, &shared.plan, fp, placed.in_tables, stored)
 }
 
 /// Stages every request, writes one batch, then updates memory.
@@ -570,10 +562,10 @@ fn commit_group(shared: &Shared, group: &[Arc<Request>]) -> Result<Vec<Vec<bool>
     let (mut marked, mut changed) = (Vec::new(), Vec::new());
     for (&(fp, id), &(before, after)) in &staged.ids {
         if before != after {
-            let in_block = staged
-                .stored
-                .get(&fp)
-                .is_some_and(|(base, _)| base.binary_search(&id).is_ok());
+            let in_block = match staged.stored.get(&fp) {
+                Some(stored) => stored.in_block(id)?,
+                None => false,
+            };
             let key = keys::id_pair(fp, id);
             let mark = match (after, in_block) {
                 (true, false) => Some(true),
@@ -597,6 +589,9 @@ fn commit_group(shared: &Shared, group: &[Arc<Request>]) -> Result<Vec<Vec<bool>
             ids_delta += if after { 1 } else { -1 };
         }
     }
+    // The overlay entries read are shared with the overlay: let go, so
+    // that its update below changes them in place.
+    staged.stored.clear();
     for (&fp, (before, after)) in &staged.fps {
         let key = keys::fingerprint(fp);
         // A pending fingerprint given no pair marked pending here has a
@@ -668,22 +663,31 @@ fn commit_group(shared: &Shared, group: &[Arc<Request>]) -> Result<Vec<Vec<bool>
         }
     }
     state.pending.insert_many(&shared.plan, &new_pending);
-    // In (fingerprint, id) order: each fingerprint's changes merged into
-    // its entries at once.
+    // In (fingerprint, id) order: a fingerprint's few changes set one by
+    // one (a search each, and no move when its new ids come last, as
+    // document ids in crawl order do: a group adding one id to a list of
+    // 300K costs no copy of it), more merged into its entries at once.
     for run in overlay.chunk_by(|a, b| a.0 == b.0) {
-        match *run {
-            [(fp, id, mark)] => state.overlay.set(fp, id, mark),
-            _ => {
-                let changes: Vec<(u64, Option<bool>)> =
-                    run.iter().map(|&(_, id, mark)| (id, mark)).collect();
-                state.overlay.set_many(run[0].0, &changes);
+        if run.len() <= SET_ONE_BY_ONE {
+            for &(fp, id, mark) in run {
+                state.overlay.set(fp, id, mark);
             }
+        } else {
+            let changes: Vec<(u64, Option<bool>)> =
+                run.iter().map(|&(_, id, mark)| (id, mark)).collect();
+            state.overlay.set_many(run[0].0, &changes);
         }
     }
     state.ids = ids;
     shared.locks.next_generation();
     Ok(outcomes)
 }
+
+/// A fingerprint's changes in a group up to which they are set in its
+/// overlay entries one by one rather than merged: each set moves the
+/// entries after it, at worst the whole list, so up to this many cost at
+/// most a few merges, and nothing when they come last.
+const SET_ONE_BY_ONE: usize = 4;
 
 /// The distinct fingerprints `group` names, and those of them named with
 /// an id (whose stored ids the group reads), both increasing.
