@@ -15,6 +15,9 @@
 //! makes a batch that is decided again after a crash (stored, not yet
 //! recorded by the caller) come out the same.
 
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+
 use crate::simhash::{Sketch, Volatility};
 use crate::{Budget, Error, Op, Result, Store};
 
@@ -213,6 +216,15 @@ impl<'s> Deduper<'s> {
     /// Most similar, then nearest, then earliest, among the stored and
     /// fresh documents before `seq` within `k` whose sketches pass the
     /// re-check at `j` among all of them.
+    ///
+    /// Candidates are read nearest, then earliest, first, and the first
+    /// with similarity 1 that passes the re-check among as many
+    /// candidates as there are ids (at least as many as have sketches, so
+    /// a bar at least as high) is the answer: none can be more similar,
+    /// and the bar is the same for every pair its sizes allow, so none
+    /// before it with similarity 1 passed either. The copies of an empty
+    /// page or of a boilerplate text, each stored with its sketch, then
+    /// cost one sketch read, not one for every copy stored before.
     fn most_similar(
         &self,
         j: f64,
@@ -221,19 +233,61 @@ impl<'s> Deduper<'s> {
         sketch: &Sketch,
         fresh: &[(u64, u64, Option<Sketch>)],
     ) -> Result<Option<Earlier>> {
-        // Stored and fresh documents within k: (seq, fp, distance, sketch).
-        let mut within: Vec<(u64, u64, u32, Sketch)> = self
-            .store
-            .query_sketched(fp, self.k)?
-            .into_iter()
-            .filter(|c| c.id < seq)
-            .map(|c| (c.id, c.fingerprint, c.distance, c.sketch))
+        // Each stored fingerprint's ids before `seq` (increasing), and the
+        // fresh documents' sketches.
+        let matches = self.store.query(fp, self.k)?;
+        let lists: Vec<(u32, u64, &[u64])> = matches
+            .iter()
+            .map(|m| {
+                let before = m.ids.partition_point(|&id| id < seq);
+                (m.distance, m.fingerprint, &m.ids[..before])
+            })
             .collect();
+        let mut sketches = Vec::new();
+        // Candidates taken in the order the decision ranks equally similar
+        // ones, (distance, seq, fresh, fp), each with where it comes from
+        // (a fresh document's sketch, or a stored fingerprint's list and
+        // the place in it): a merge of the lists by a heap holding one
+        // candidate of each, so the answer found first costs no sort of
+        // thousands of ids.
+        let mut order = BinaryHeap::new();
+        for (at, &(distance, f, ids)) in lists.iter().enumerate() {
+            if let Some(&id) = ids.first() {
+                order.push(Reverse(((distance, id, false, f), at, 0)));
+            }
+        }
         for &(s, f, other) in fresh {
             let distance = (f ^ fp).count_ones();
             if let (true, Some(other)) = (distance <= self.k, other) {
-                within.push((s, f, distance, other));
+                order.push(Reverse(((distance, s, true, f), sketches.len(), 0)));
+                sketches.push(other);
             }
+        }
+        let most = sketches.len() + lists.iter().map(|l| l.2.len()).sum::<usize>();
+        // Those with sketches: (seq, fp, distance, sketch).
+        let mut within = Vec::new();
+        while let Some(Reverse(((distance, s, is_fresh, f), at, place))) = order.pop() {
+            let other = if is_fresh {
+                sketches[at]
+            } else {
+                let ids = lists[at].2;
+                if let Some(&next) = ids.get(place + 1) {
+                    order.push(Reverse(((distance, next, false, f), at, place + 1)));
+                }
+                match self.store.sketch(f, s)? {
+                    Some(other) => other,
+                    None => continue,
+                }
+            };
+            if sketch.similarity(&other) >= 1.0 && sketch.recheck(&other, j, most).is_some() {
+                return Ok(Some(Earlier {
+                    seq: s,
+                    fingerprint: f,
+                    distance,
+                    similarity: Some(1.0),
+                }));
+            }
+            within.push((s, f, distance, other));
         }
         let candidates = within.len();
         Ok(within

@@ -289,3 +289,91 @@ fn corrupt_and_orphan_sketches_are_reported() {
     assert!(report.problems.iter().any(|p| p.contains("checksum")));
     assert!(report.problems.iter().any(|p| p.contains("not stored")));
 }
+
+/// `Deduper` by similarity against a brute force over every earlier
+/// document, when many stored documents share one fingerprint: copies of a
+/// boilerplate page, variants of it with the same fingerprint and copies
+/// of those, decided in batches of several sizes (so candidates are both
+/// stored and in the batch). A copy of a variant finds the variant among
+/// the copies' ids, not first.
+#[test]
+fn dedup_by_similarity_among_many_copies_matches_brute_force() {
+    use simstore::dedup::{Candidate, Deduper};
+    let mut rng = Rng(0xd0c5);
+    let base = sketch(7, 400, 0, &mut rng);
+    // Variants: the boilerplate's features and one of their own, kept
+    // only when they share its fingerprint.
+    let mut variants = Vec::new();
+    for i in 0..400u64 {
+        let s = Sketch::of_hashes(
+            (0..400)
+                .map(|h| 7u64.wrapping_mul(31).wrapping_add(h))
+                .chain([i << 40]),
+        )
+        .unwrap();
+        if s.fingerprint() == base.fingerprint() && s != base {
+            variants.push(s);
+        }
+        if variants.len() == 6 {
+            break;
+        }
+    }
+    assert!(
+        variants.len() >= 3,
+        "variants sharing the fingerprint: {}",
+        variants.len()
+    );
+    let mut docs = Vec::new();
+    for i in 0..90usize {
+        docs.push(match i % 5 {
+            1 => variants[(i / 5) % variants.len()],
+            3 if i > 5 => variants[(i / 5 - 1) % variants.len()],
+            _ => base,
+        });
+    }
+    for (j, batch) in [(0.8, 1usize), (0.8, 4), (0.95, 7)] {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::create(dir.path(), &Options::new().sketches(true)).unwrap();
+        let dedup = Deduper::new(&store, None, Some(j)).unwrap();
+        let k = dedup.k();
+        let mut got = Vec::new();
+        for (b, chunk) in docs.chunks(batch).enumerate() {
+            let candidates: Vec<Candidate> = chunk
+                .iter()
+                .map(|s| Candidate {
+                    fingerprint: s.fingerprint(),
+                    sketch: Some(*s),
+                    volatility: None,
+                })
+                .collect();
+            let decided = dedup.decide((b * batch) as u64, &candidates).unwrap();
+            // Decided again, as after a crash between the commit and the
+            // caller's record of it: its own stored pairs are ignored.
+            assert_eq!(
+                dedup.decide((b * batch) as u64, &candidates).unwrap(),
+                decided
+            );
+            got.extend(decided);
+        }
+        for (i, doc) in docs.iter().enumerate() {
+            let within: Vec<usize> = (0..i)
+                .filter(|&e| (docs[e].fingerprint() ^ doc.fingerprint()).count_ones() <= k)
+                .collect();
+            let want = within
+                .iter()
+                .filter_map(|&e| {
+                    let s = doc.recheck(&docs[e], j, within.len())?;
+                    Some((
+                        (docs[e].fingerprint() ^ doc.fingerprint()).count_ones(),
+                        s,
+                        e,
+                    ))
+                })
+                .min_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)).then(a.2.cmp(&b.2)));
+            let got = got[i]
+                .as_ref()
+                .map(|e| (e.distance, e.similarity.unwrap(), e.seq as usize));
+            assert_eq!(got, want, "document {i}, threshold {j}, batches of {batch}");
+        }
+    }
+}

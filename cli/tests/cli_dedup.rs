@@ -349,6 +349,57 @@ fn similarity_decisions_match_brute_force_over_sketches() {
 }
 
 #[test]
+fn copies_of_a_boilerplate_page_match_as_brute_force_decides() {
+    // 60 pages: copies of one boilerplate text of 400 words, edited
+    // variants of it (each a different word changed) and copies of the
+    // variants. Every
+    // page is stored, so each copy has many candidates with similarity 1
+    // (decided by the earliest) beside variants just below it.
+    let tmp = tempfile::tempdir().unwrap();
+    let docs = tmp.path().join("docs");
+    std::fs::create_dir_all(&docs).unwrap();
+    let words: Vec<String> = (0..400).map(|i| format!("word{}", i * 7 % 113)).collect();
+    let page = |edit: Option<usize>| {
+        let mut w = words.clone();
+        if let Some(at) = edit {
+            w[at] = format!("edited{at}");
+        }
+        w.join(" ")
+    };
+    for i in 0..60usize {
+        let text = match i % 6 {
+            1 => page(Some(i)),
+            4 => page(Some(i - 3)),
+            _ => page(None),
+        };
+        std::fs::write(docs.join(format!("page{i:03}.txt")), text).unwrap();
+    }
+    let d = docs.to_str().unwrap();
+    let hashes = simstore(&["hash", "--sketch", d]);
+    // Some variants share the copies' fingerprint: a copy of such a
+    // variant finds it among the copies' ids, not first.
+    let mut counts = std::collections::HashMap::new();
+    for line in hashes.lines() {
+        *counts.entry(line.split('\t').next().unwrap()).or_insert(0) += 1;
+    }
+    assert!(counts.values().any(|&n| n > 45), "{counts:?}");
+    for (j, k, name) in [("0.8", 8, "loose"), ("0.95", 3, "strict")] {
+        let expect = brute_force_similar(&hashes, k, j.parse().unwrap());
+        assert!(
+            expect
+                .iter()
+                .filter(|l| l.contains("\"similarity\":1.000"))
+                .count()
+                >= 40,
+            "{expect:#?}"
+        );
+        let store = tmp.path().join(name);
+        let got = simstore(&["dedup", store.to_str().unwrap(), "--similarity", j, d]);
+        assert_eq!(got.lines().collect::<Vec<_>>(), expect, "--similarity {j}");
+    }
+}
+
+#[test]
 fn similarity_and_plain_stores_do_not_mix() {
     let tmp = tempfile::tempdir().unwrap();
     let docs = tmp.path().join("docs");
