@@ -122,6 +122,11 @@ pub enum Command {
         /// Read all input first and answer through the batch path.
         #[arg(long, conflicts_with = "first")]
         batch: bool,
+        /// Print at most N ids a match (its smallest), and how many it has
+        /// as `id_count`: a fingerprint carrying thousands of documents
+        /// (an empty page) otherwise prints them all on every answer.
+        #[arg(long, value_name = "N")]
+        max_ids: Option<usize>,
         /// Answer from the open on, reading blocks not in memory yet through
         /// RocksDB, instead of first waiting until every block is in memory
         /// (the open reads none; they are read behind it: 0.3 s at 10M, 8 s

@@ -114,6 +114,8 @@ pub struct QueryMode {
     pub first: bool,
     /// Read all input first and answer it as one batch.
     pub batch: bool,
+    /// The most ids printed a match, if limited.
+    pub max_ids: Option<usize>,
     /// Answer before every block is in memory.
     pub lazy: bool,
     /// Probabilistic queries (`FP [VOLATILITY]` lines) within this budget.
@@ -139,9 +141,25 @@ pub fn query(dir: &Path, mode: &QueryMode, args: &OpenArgs) -> Result<(), Failur
     // input line is not already there.
     let mut out = io::BufWriter::with_capacity(1 << 16, io::stdout().lock());
     if let Some(budget) = mode.probabilistic {
-        return stream::query_probabilistic(&store, io::stdin(), &mut out, k, mode.first, budget);
+        return stream::query_probabilistic(
+            &store,
+            io::stdin(),
+            &mut out,
+            k,
+            mode.first,
+            budget,
+            mode.max_ids,
+        );
     }
-    stream::query(&store, io::stdin(), &mut out, k, mode.first, mode.batch)
+    stream::query(
+        &store,
+        io::stdin(),
+        &mut out,
+        k,
+        mode.first,
+        mode.batch,
+        mode.max_ids,
+    )
 }
 
 /// `compact`: merges everything pending, gives replaced blocks' space

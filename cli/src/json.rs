@@ -58,8 +58,15 @@ fn push_decimal(line: &mut Vec<u8>, mut v: u64) {
 
 /// Appends one query's result line (without its newline) to `line`; the
 /// CLI reuses one buffer for every answer instead of building strings
-/// per match, and writes its bytes as they are (all ASCII).
-pub fn push_query_result(line: &mut Vec<u8>, query: u64, matches: &[Match]) {
+/// per match, and writes its bytes as they are (all ASCII). With
+/// `max_ids`, each match lists at most that many ids (its smallest) and
+/// gives how many it has as `id_count`.
+pub fn push_query_result(
+    line: &mut Vec<u8>,
+    query: u64,
+    matches: &[Match],
+    max_ids: Option<usize>,
+) {
     line.extend_from_slice(b"{\"query\":\"");
     push_hex(line, query);
     line.extend_from_slice(b"\",\"matches\":[");
@@ -72,13 +79,19 @@ pub fn push_query_result(line: &mut Vec<u8>, query: u64, matches: &[Match]) {
         line.extend_from_slice(b"\",\"distance\":");
         push_decimal(line, u64::from(m.distance));
         line.extend_from_slice(b",\"ids\":[");
-        for (j, &id) in m.ids.iter().enumerate() {
+        let shown = max_ids.map_or(m.ids.len(), |n| n.min(m.ids.len()));
+        for (j, &id) in m.ids[..shown].iter().enumerate() {
             if j > 0 {
                 line.push(b',');
             }
             push_decimal(line, id);
         }
-        line.extend_from_slice(b"]}");
+        line.push(b']');
+        if max_ids.is_some() {
+            line.extend_from_slice(b",\"id_count\":");
+            push_decimal(line, m.ids.len() as u64);
+        }
+        line.push(b'}');
     }
     line.extend_from_slice(b"]}");
 }
@@ -147,7 +160,7 @@ mod tests {
 
     fn query_result(query: u64, matches: &[simstore::Match]) -> String {
         let mut line = Vec::new();
-        super::push_query_result(&mut line, query, matches);
+        super::push_query_result(&mut line, query, matches, None);
         String::from_utf8(line).unwrap()
     }
 
@@ -186,6 +199,18 @@ mod tests {
             query_result(0, &[]),
             r#"{"query":"0000000000000000","matches":[]}"#
         );
+        // With a limit: the smallest ids, and how many there are.
+        let many = simstore::Match::new(255, 0, vec![3, 4, 5]);
+        for (max, ids) in [(0, ""), (2, "3,4"), (3, "3,4,5"), (9, "3,4,5")] {
+            let mut line = Vec::new();
+            super::push_query_result(&mut line, 1, std::slice::from_ref(&many), Some(max));
+            assert_eq!(
+                String::from_utf8(line).unwrap(),
+                format!(
+                    r#"{{"query":"0000000000000001","matches":[{{"fingerprint":"00000000000000ff","distance":0,"ids":[{ids}],"id_count":3}}]}}"#
+                )
+            );
+        }
         let two = [
             simstore::Match::new(1, 0, vec![]),
             simstore::Match::new(2, 3, vec![9]),

@@ -118,6 +118,7 @@ fn dispatch(command: Command) -> Result<(), Failure> {
             max_distance,
             first,
             batch,
+            max_ids,
             lazy,
             probabilistic,
             recall,
@@ -128,6 +129,7 @@ fn dispatch(command: Command) -> Result<(), Failure> {
                 max_distance,
                 first,
                 batch,
+                max_ids,
                 lazy,
                 probabilistic: probabilistic.then(|| simstore::Budget {
                     recall: recall.unwrap_or(simstore::plan::vosh::DEFAULT_RECALL),

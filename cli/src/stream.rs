@@ -252,6 +252,7 @@ pub fn query(
     k: u32,
     first: bool,
     batch: bool,
+    max_ids: Option<usize>,
 ) -> Result<(), Failure> {
     let parse = |s: &[u8]| parse_record(s, false).map(|r| r.map(|(fp, _)| fp));
     if batch {
@@ -260,11 +261,11 @@ pub fn query(
             queries.extend(fp);
             Ok(())
         });
-        let mut line = Vec::new();
+        let mut line = Printer::new(max_ids);
         for chunk in queries.chunks(QUERY_BATCH) {
             let results = store.query_many(chunk, k)?;
             for (q, matches) in chunk.iter().zip(&results) {
-                write_answer(out, &mut line, *q, matches)?;
+                line.write(out, *q, matches)?;
             }
         }
         out.flush()?;
@@ -273,7 +274,7 @@ pub fn query(
     // Queries already read are answered a few at a time (their probes
     // interleaved); none waits for input that has not arrived, so an
     // interactive caller still gets each answer as soon as it asks.
-    let mut line = Vec::new();
+    let mut line = Printer::new(max_ids);
     let group = ANSWER_GROUP;
     let mut waiting = Vec::with_capacity(group);
     let result = for_each_line(input, std::time::Duration::ZERO, parse, |_, fp, more| {
@@ -304,15 +305,16 @@ pub fn query_probabilistic(
     k: u32,
     first: bool,
     budget: simstore::Budget,
+    max_ids: Option<usize>,
 ) -> Result<(), Failure> {
-    let mut line = Vec::new();
+    let mut line = Printer::new(max_ids);
     let mut waiting = Vec::with_capacity(ANSWER_GROUP);
     let mut answer = |waiting: &mut Vec<(u64, simstore::simhash::Volatility)>,
                       out: &mut dyn Write|
      -> Result<(), Failure> {
         let answers = store.query_probabilistic_many(waiting, k, budget, first)?;
         for ((fp, _), matches) in waiting.iter().zip(&answers) {
-            write_answer(out, &mut line, *fp, matches)?;
+            line.write(out, *fp, matches)?;
         }
         waiting.clear();
         Ok(())
@@ -343,7 +345,7 @@ pub fn query_probabilistic(
 fn answer(
     store: &Store,
     out: &mut impl Write,
-    line: &mut Vec<u8>,
+    line: &mut Printer,
     waiting: &mut Vec<u64>,
     k: u32,
     first: bool,
@@ -362,7 +364,7 @@ fn answer(
     match answers {
         Ok(answers) => {
             for (fp, matches) in fps.iter().zip(&answers) {
-                write_answer(out, line, *fp, matches)?;
+                line.write(out, *fp, matches)?;
             }
         }
         Err(_) => {
@@ -372,22 +374,38 @@ fn answer(
                 } else {
                     store.query(fp, k)?
                 };
-                write_answer(out, line, fp, &matches)?;
+                line.write(out, fp, &matches)?;
             }
         }
     }
     Ok(())
 }
 
-/// Writes one query's result line through the reused buffer `line`.
-fn write_answer(
-    out: &mut (impl Write + ?Sized),
-    line: &mut Vec<u8>,
-    query: u64,
-    matches: &[simstore::Match],
-) -> io::Result<()> {
-    line.clear();
-    json::push_query_result(line, query, matches);
-    line.push(b'\n');
-    out.write_all(line)
+/// Writes query result lines through one reused buffer.
+struct Printer {
+    line: Vec<u8>,
+    /// The most ids printed a match (`--max-ids`), if limited.
+    max_ids: Option<usize>,
+}
+
+impl Printer {
+    fn new(max_ids: Option<usize>) -> Self {
+        Self {
+            line: Vec::new(),
+            max_ids,
+        }
+    }
+
+    /// Writes one query's result line.
+    fn write(
+        &mut self,
+        out: &mut (impl Write + ?Sized),
+        query: u64,
+        matches: &[simstore::Match],
+    ) -> io::Result<()> {
+        self.line.clear();
+        json::push_query_result(&mut self.line, query, matches, self.max_ids);
+        self.line.push(b'\n');
+        out.write_all(&self.line)
+    }
 }

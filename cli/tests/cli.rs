@@ -590,3 +590,70 @@ fn killed_add_and_compact_through_the_levels_lose_nothing() {
     check_no_loss_no_phantom(d, &sent, acked);
     assert!(most_levels >= 2, "only {most_levels} levels held");
 }
+
+/// `line` (a query answer) as `--max-ids n` prints it: each match's first
+/// `n` ids, then how many it has.
+fn limited(line: &str, n: usize) -> String {
+    let mut out = String::new();
+    let mut rest = line;
+    while let Some(at) = rest.find("\"ids\":[") {
+        let start = at + "\"ids\":[".len();
+        let end = start + rest[start..].find(']').unwrap();
+        let ids: Vec<&str> = rest[start..end]
+            .split(',')
+            .filter(|s| !s.is_empty())
+            .collect();
+        out.push_str(&rest[..start]);
+        out.push_str(&ids[..n.min(ids.len())].join(","));
+        out.push_str(&format!("],\"id_count\":{}", ids.len()));
+        rest = &rest[end + 1..];
+    }
+    out.push_str(rest);
+    out
+}
+
+#[test]
+fn max_ids_limits_the_ids_printed_in_every_mode() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("s");
+    let d = dir_str(&store);
+    ok(&["create", d, "--max-distance", "3"], "");
+    let hot = 0x00ff_00ff_00ff_00ffu64;
+    let mut lines: String = (0..5_000)
+        .map(|i| format!("{hot:016x} {}\n", 7 * i))
+        .collect();
+    lines.push_str(&format!(
+        "{:016x} 3\n{:016x} 4\n{:016x}\n",
+        hot ^ 1,
+        hot ^ 6,
+        hot ^ 7
+    ));
+    ok(&["add", d], &lines);
+    let queries: String = [hot, hot ^ 1, hot ^ 3, 0x1234, hot ^ 0xf0]
+        .iter()
+        .map(|q| format!("{q:016x}\n"))
+        .collect();
+    for mode in [&[][..], &["--batch"], &["--first"], &["--probabilistic"]] {
+        let full = ok(&[&["query", d][..], mode].concat(), &queries);
+        // Every mode but --first (which stops at any match) lists them.
+        assert!(mode == ["--first"] || full.contains(",34993]"), "{full}");
+        for n in [0usize, 1, 3, 10_000] {
+            let ns = n.to_string();
+            let got = ok(
+                &[&["query", d, "--max-ids", &ns][..], mode].concat(),
+                &queries,
+            );
+            let want: Vec<String> = full.lines().map(|l| limited(l, n)).collect();
+            assert_eq!(
+                got.lines().collect::<Vec<_>>(),
+                want,
+                "{mode:?} --max-ids {n}"
+            );
+        }
+    }
+    // Not a count: a usage error.
+    assert_eq!(
+        run(&["query", d, "--max-ids", "-1"], "").status.code(),
+        Some(2)
+    );
+}
