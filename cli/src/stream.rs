@@ -261,11 +261,11 @@ pub fn query(
             queries.extend(fp);
             Ok(())
         });
-        let mut line = Printer::new(max_ids);
+        let mut printer = Printer::new(max_ids);
         for chunk in queries.chunks(QUERY_BATCH) {
             let results = store.query_many(chunk, k)?;
             for (q, matches) in chunk.iter().zip(&results) {
-                line.write(out, *q, matches)?;
+                printer.write(out, *q, matches)?;
             }
         }
         out.flush()?;
@@ -274,13 +274,13 @@ pub fn query(
     // Queries already read are answered a few at a time (their probes
     // interleaved); none waits for input that has not arrived, so an
     // interactive caller still gets each answer as soon as it asks.
-    let mut line = Printer::new(max_ids);
+    let mut printer = Printer::new(max_ids);
     let group = ANSWER_GROUP;
     let mut waiting = Vec::with_capacity(group);
     let result = for_each_line(input, std::time::Duration::ZERO, parse, |_, fp, more| {
         waiting.extend(fp);
         if waiting.len() == group || !more {
-            answer(store, out, &mut line, &mut waiting, k, first)?;
+            answer(store, out, &mut printer, &mut waiting, k, first)?;
         }
         if !more {
             out.flush()?;
@@ -289,7 +289,7 @@ pub fn query(
     });
     // What was read before a malformed line is answered before it is
     // reported.
-    answer(store, out, &mut line, &mut waiting, k, first)?;
+    answer(store, out, &mut printer, &mut waiting, k, first)?;
     out.flush()?;
     result
 }
@@ -307,14 +307,14 @@ pub fn query_probabilistic(
     budget: simstore::Budget,
     max_ids: Option<usize>,
 ) -> Result<(), Failure> {
-    let mut line = Printer::new(max_ids);
+    let mut printer = Printer::new(max_ids);
     let mut waiting = Vec::with_capacity(ANSWER_GROUP);
     let mut answer = |waiting: &mut Vec<(u64, simstore::simhash::Volatility)>,
                       out: &mut dyn Write|
      -> Result<(), Failure> {
         let answers = store.query_probabilistic_many(waiting, k, budget, first)?;
         for ((fp, _), matches) in waiting.iter().zip(&answers) {
-            line.write(out, *fp, matches)?;
+            printer.write(out, *fp, matches)?;
         }
         waiting.clear();
         Ok(())
@@ -345,7 +345,7 @@ pub fn query_probabilistic(
 fn answer(
     store: &Store,
     out: &mut impl Write,
-    line: &mut Printer,
+    printer: &mut Printer,
     waiting: &mut Vec<u64>,
     k: u32,
     first: bool,
@@ -364,7 +364,7 @@ fn answer(
     match answers {
         Ok(answers) => {
             for (fp, matches) in fps.iter().zip(&answers) {
-                line.write(out, *fp, matches)?;
+                printer.write(out, *fp, matches)?;
             }
         }
         Err(_) => {
@@ -374,7 +374,7 @@ fn answer(
                 } else {
                     store.query(fp, k)?
                 };
-                line.write(out, fp, &matches)?;
+                printer.write(out, fp, &matches)?;
             }
         }
     }
