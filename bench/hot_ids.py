@@ -7,9 +7,12 @@ acknowledgement. Three stores of 100,000 other fingerprints: one where the
 fingerprint has a single id, one where its ids are in its id block (added in
 one `add`, merged), one where they were added since (batches of 10,000 after a
 `compact`: overlay entries). Prints the mean time a batch for each, and checks
-the fingerprint's ids afterwards with `query`.
+the fingerprint's ids afterwards with `query`. Then times `simstore query`
+(whole process) of Q queries, half one bit from that fingerprint and half one
+bit from others, listing every id and with `--max-ids 1` (whose answers are
+checked: the smallest id and the count).
 
-    python3 bench/hot_ids.py [--ids 300000] [--batches 2000] [--bin PATH]
+    python3 bench/hot_ids.py [--ids 300000] [--batches 2000] [--queries 2000] [--bin PATH]
 """
 import argparse
 import json
@@ -47,7 +50,16 @@ def acked(bin_, store, batches):
     return took
 
 
-def run(bin_, root, where, n_ids, n_batches):
+def timed_queries(bin_, store, lines, more):
+    """Seconds `simstore query` takes to answer `lines` (whole process), its
+    output thrown away, with the extra arguments `more`."""
+    start = time.perf_counter()
+    subprocess.run([bin_, "query", *more, store], input=lines, check=True, text=True,
+                   stdout=subprocess.DEVNULL)
+    return time.perf_counter() - start
+
+
+def run(bin_, root, where, n_ids, n_batches, n_queries):
     store = os.path.join(root, where)
     subprocess.run([bin_, "create", store], check=True, stdout=subprocess.DEVNULL)
     rng = random.Random(7)
@@ -80,24 +92,43 @@ def run(bin_, root, where, n_ids, n_batches):
     got = next(m["ids"] for m in json.loads(out)["matches"] if int(m["fingerprint"], 16) == HOT)
     if got != hot_ids:
         raise SystemExit(f"{where}: the fingerprint's ids differ from those sent")
-    return took
+    # Queries: half one bit from the fingerprint, half one bit from others.
+    other_fps = [int(line.split()[0], 16) for line in others.splitlines()[:100_000]]
+    qs = [HOT ^ (1 << rng.randrange(64)) if i % 2 == 0 else
+          rng.choice(other_fps) ^ (1 << rng.randrange(64)) for i in range(n_queries)]
+    lines = "".join(f"{q:016x}\n" for q in qs)
+    all_ids = timed_queries(bin_, store, lines, [])
+    one_id = timed_queries(bin_, store, lines, ["--max-ids", "1"])
+    out = subprocess.run([bin_, "query", "--max-ids", "1", store], input=lines, check=True,
+                         capture_output=True, text=True).stdout
+    for line in out.splitlines():
+        for m in json.loads(line)["matches"]:
+            if int(m["fingerprint"], 16) == HOT and (m["ids"] != hot_ids[:1]
+                                                     or m["id_count"] != len(hot_ids)):
+                raise SystemExit(f"{where}: --max-ids 1 listed {m['ids']}, {m['id_count']}")
+    return took, all_ids, one_id
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--ids", type=int, default=300_000)
     ap.add_argument("--batches", type=int, default=2_000)
+    ap.add_argument("--queries", type=int, default=2_000)
     ap.add_argument("--bin", default=os.path.join(
         os.environ.get("CARGO_TARGET_DIR", "target"), "release", "simstore"))
     args = ap.parse_args()
     root = tempfile.mkdtemp(prefix="simstore-hot-")
     try:
         print(f"{args.batches} add --ack batches of 10 lines, one a new id of the fingerprint")
-        print("| the fingerprint's ids | ms a batch |\n|---|---|")
+        print(f"and {args.queries} queries, half one bit from it (`simstore query`, whole process)")
+        print("| the fingerprint's ids | ms a batch | query s, every id | query s, --max-ids 1 |")
+        print("|---|---|---|---|")
         for where in ["one id", "in its id block", "added since its id block"]:
-            took = run(args.bin, root, where, args.ids, args.batches)
+            took, all_ids, one_id = run(args.bin, root, where, args.ids, args.batches,
+                                        args.queries)
             label = where if where == "one id" else f"{args.ids:,} {where}"
-            print(f"| {label} | {took / args.batches * 1e3:.3f} |", flush=True)
+            print(f"| {label} | {took / args.batches * 1e3:.3f} | {all_ids:.2f} | {one_id:.2f} |",
+                  flush=True)
     finally:
         shutil.rmtree(root, ignore_errors=True)
 

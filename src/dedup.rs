@@ -21,6 +21,12 @@ use std::collections::BinaryHeap;
 use crate::simhash::{Sketch, Volatility};
 use crate::{Budget, Error, Op, Result, Store};
 
+/// Ids of each stored match a similarity decision lists first (the
+/// smallest before the document): enough when one of the earliest
+/// copies is the answer, as it is for a page stored many times; all are
+/// listed when the answer lies past them.
+const FIRST_IDS: usize = 16;
+
 /// A document to decide: its fingerprint, and with a similarity threshold
 /// its sketch (whose [`Sketch::fingerprint`] is then its fingerprint).
 #[derive(Debug, Clone)]
@@ -189,12 +195,13 @@ impl<'s> Deduper<'s> {
         fresh: &[(u64, u64, Option<Sketch>)],
     ) -> Result<Option<Earlier>> {
         let mut best: Option<(u32, u64, u64)> = None;
-        let stored = match (self.probabilistic, volatility) {
-            (Some(budget), Some(v)) => self.store.query_probabilistic(fp, v, self.k, budget)?,
-            _ => self.store.query(fp, self.k)?,
-        };
+        // Each match's earliest id before `seq`, the only one that can win.
+        let probabilistic = self.probabilistic.zip(volatility).map(|(b, v)| (v, b));
+        let stored = self
+            .store
+            .query_ids_below(fp, probabilistic, self.k, 1, seq)?;
         for m in stored {
-            if let Some(&id) = m.ids.iter().find(|&&id| id < seq) {
+            if let Some(&id) = m.ids.first() {
                 let c = (m.distance, id, m.fingerprint);
                 best = Some(best.map_or(c, |b| b.min(c)));
             }
@@ -224,7 +231,8 @@ impl<'s> Deduper<'s> {
     /// and the bar is the same for every pair its sizes allow, so none
     /// before it with similarity 1 passed either. The copies of an empty
     /// page or of a boilerplate text, each stored with its sketch, then
-    /// cost one sketch read, not one for every copy stored before.
+    /// cost one sketch read, not one for every copy stored before, and
+    /// the listing of a few of their ids ([`FIRST_IDS`]), not of all.
     fn most_similar(
         &self,
         j: f64,
@@ -233,15 +241,39 @@ impl<'s> Deduper<'s> {
         sketch: &Sketch,
         fresh: &[(u64, u64, Option<Sketch>)],
     ) -> Result<Option<Earlier>> {
-        // Each stored fingerprint's ids before `seq` (increasing), and the
-        // fresh documents' sketches.
-        let matches = self.store.query(fp, self.k)?;
-        let lists: Vec<(u32, u64, &[u64])> = matches
+        let matches = self
+            .store
+            .query_ids_below(fp, None, self.k, FIRST_IDS, seq)?;
+        if let Some(decided) = self.most_similar_among(j, fp, sketch, fresh, &matches, false)? {
+            return Ok(decided);
+        }
+        // A list ran out before the answer: again with every id.
+        let matches = self
+            .store
+            .query_ids_below(fp, None, self.k, usize::MAX, seq)?;
+        Ok(self
+            .most_similar_among(j, fp, sketch, fresh, &matches, true)?
+            .flatten())
+    }
+
+    /// [`most_similar`](Self::most_similar) among `matches` (each listing
+    /// its smallest ids before the document, and counting all of them);
+    /// `None` when the answer needs an id past those listed (never when
+    /// the lists are `complete`).
+    fn most_similar_among(
+        &self,
+        j: f64,
+        fp: u64,
+        sketch: &Sketch,
+        fresh: &[(u64, u64, Option<Sketch>)],
+        matches: &[crate::Match],
+        complete: bool,
+    ) -> Result<Option<Option<Earlier>>> {
+        // Each stored fingerprint's ids before the document (increasing)
+        // and how many it has, and the fresh documents' sketches.
+        let lists: Vec<(u32, u64, &[u64], usize)> = matches
             .iter()
-            .map(|m| {
-                let before = m.ids.partition_point(|&id| id < seq);
-                (m.distance, m.fingerprint, &m.ids[..before])
-            })
+            .map(|m| (m.distance, m.fingerprint, &m.ids[..], m.id_count))
             .collect();
         let mut sketches = Vec::new();
         // Candidates taken in the order the decision ranks equally similar
@@ -251,7 +283,7 @@ impl<'s> Deduper<'s> {
         // candidate of each, so the answer found first costs no sort of
         // thousands of ids.
         let mut order = BinaryHeap::new();
-        for (at, &(distance, f, ids)) in lists.iter().enumerate() {
+        for (at, &(distance, f, ids, _)) in lists.iter().enumerate() {
             if let Some(&id) = ids.first() {
                 order.push(Reverse(((distance, id, false, f), at, 0)));
             }
@@ -263,49 +295,58 @@ impl<'s> Deduper<'s> {
                 sketches.push(other);
             }
         }
-        let most = sketches.len() + lists.iter().map(|l| l.2.len()).sum::<usize>();
+        let most = sketches.len() + lists.iter().map(|l| l.3).sum::<usize>();
         // Those with sketches: (seq, fp, distance, sketch).
         let mut within = Vec::new();
         while let Some(Reverse(((distance, s, is_fresh, f), at, place))) = order.pop() {
+            // Whether this list has ids past those listed.
+            let mut cut = false;
             let other = if is_fresh {
                 sketches[at]
             } else {
-                let ids = lists[at].2;
-                if let Some(&next) = ids.get(place + 1) {
-                    order.push(Reverse(((distance, next, false, f), at, place + 1)));
+                let (_, _, ids, count) = lists[at];
+                match ids.get(place + 1) {
+                    Some(&next) => order.push(Reverse(((distance, next, false, f), at, place + 1))),
+                    None => cut = !complete && place + 1 < count,
                 }
                 match self.store.sketch(f, s)? {
                     Some(other) => other,
+                    None if cut => return Ok(None),
                     None => continue,
                 }
             };
             if sketch.similarity(&other) >= 1.0 && sketch.recheck(&other, j, most).is_some() {
-                return Ok(Some(Earlier {
+                return Ok(Some(Some(Earlier {
                     seq: s,
                     fingerprint: f,
                     distance,
                     similarity: Some(1.0),
-                }));
+                })));
+            }
+            if cut {
+                return Ok(None);
             }
             within.push((s, f, distance, other));
         }
         let candidates = within.len();
-        Ok(within
-            .into_iter()
-            .filter_map(|(seq, fingerprint, distance, other)| {
-                let similarity = sketch.recheck(&other, j, candidates)?;
-                Some(Earlier {
-                    seq,
-                    fingerprint,
-                    distance,
-                    similarity: Some(similarity),
+        Ok(Some(
+            within
+                .into_iter()
+                .filter_map(|(seq, fingerprint, distance, other)| {
+                    let similarity = sketch.recheck(&other, j, candidates)?;
+                    Some(Earlier {
+                        seq,
+                        fingerprint,
+                        distance,
+                        similarity: Some(similarity),
+                    })
                 })
-            })
-            .min_by(|a, b| {
-                let (sa, sb) = (a.similarity.unwrap_or(0.0), b.similarity.unwrap_or(0.0));
-                sb.total_cmp(&sa)
-                    .then(a.distance.cmp(&b.distance))
-                    .then(a.seq.cmp(&b.seq))
-            }))
+                .min_by(|a, b| {
+                    let (sa, sb) = (a.similarity.unwrap_or(0.0), b.similarity.unwrap_or(0.0));
+                    sb.total_cmp(&sa)
+                        .then(a.distance.cmp(&b.distance))
+                        .then(a.seq.cmp(&b.seq))
+                }),
+        ))
     }
 }

@@ -585,3 +585,180 @@ fn groups_of_many_changes_to_a_fingerprint_with_many_ids() {
         assert!(report.ok(), "round {round}: {:?}", report.problems);
     }
 }
+
+/// Queries listing at most N ids a match (`query_many_max_ids`, first or
+/// not, plain and batched; `query_probabilistic_many_max_ids`) give the
+/// full listing cut to its N smallest ids, and count them all, for a
+/// fingerprint with ids in its id block and changed since (the smallest
+/// removed, others added below, between and above), one pending with all
+/// its ids added since, one with ids in its block only, fingerprints
+/// with one id and none; on disk and in memory, four tables and one,
+/// across compaction and reopen.
+#[test]
+fn queries_listing_a_few_ids_are_the_full_listing_cut() {
+    use simstore::simhash::Volatility;
+    use simstore::{Budget, Op};
+    for (memory, tables) in [(false, 4), (true, 4), (true, 1)] {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s");
+        let mut rng = Rng(0x1157 + u64::from(memory) + tables as u64);
+        let mut options = Options::new().manual_compaction(true).tables(tables);
+        if !memory {
+            options = options.memory_budget(0);
+        }
+        let mut store = Store::create(&path, &options).unwrap();
+        let mut model = Model::default();
+        let (changed, pending, block_only) =
+            (0x0123_4567_89ab_cdefu64, !0x0123_4567u64, 0x5555 << 40);
+        let others: Vec<u64> = (0..2_000).map(|_| rng.next()).collect();
+        let mut first: Vec<(u64, Option<u64>)> = (0..3_000u64)
+            .map(|i| (changed, Some(1_000 + i * 10)))
+            .chain((0..2_000u64).map(|i| (block_only, Some(7 + i * 3))))
+            .chain(
+                others
+                    .iter()
+                    .enumerate()
+                    .map(|(i, &fp)| (fp, (i % 20 != 0).then_some(i as u64))),
+            )
+            .collect();
+        first.sort_unstable();
+        for &(fp, id) in &first {
+            model.insert(fp, id);
+        }
+        store.insert_many(&first).unwrap();
+        store.compact().unwrap();
+        // Changes since the id blocks: removals of `changed`'s smallest
+        // ids and of some others, additions below, between and above; all
+        // of `pending`'s ids.
+        let mut ops: Vec<Op> = (0..8u64)
+            .map(|i| Op::Delete {
+                fingerprint: changed,
+                id: 1_000 + i * 10,
+            })
+            .collect();
+        ops.extend((0..300u64).map(|i| Op::Insert {
+            fingerprint: changed,
+            id: Some(match i % 3 {
+                0 => i,
+                1 => 1_000 + i * 100 + 5,
+                _ => 1_000_000 + i,
+            }),
+        }));
+        ops.extend((0..100u64).map(|i| Op::Delete {
+            fingerprint: changed,
+            id: 2_000 + i * 20,
+        }));
+        ops.extend((0..700u64).map(|i| Op::Insert {
+            fingerprint: pending,
+            id: Some(50_000 - i * 3),
+        }));
+        for ops in ops.chunks(37) {
+            let want = apply_to_model(&mut model, ops);
+            assert_eq!(store.apply(ops.to_vec()).unwrap(), want);
+        }
+        let mut queries = Vec::new();
+        for _ in 0..60 {
+            for fp in [changed, pending, block_only] {
+                let bits = rng.below(4) as u32;
+                queries.push(rng.flip(fp, bits));
+            }
+            let other = others[rng.below(others.len() as u64) as usize];
+            let bits = rng.below(4) as u32;
+            queries.push(rng.flip(other, bits));
+            queries.push(rng.next());
+        }
+        for round in 0..3 {
+            check_store(&store, &model, &queries);
+            check_listing(&store, &queries, tables == 1, &[0, 1, 3, 700, usize::MAX]);
+            // A batch large enough to be sorted and spread over threads.
+            let batch: Vec<u64> = (0..5_000)
+                .map(|i| queries[i % queries.len()] ^ (i as u64 >> 8))
+                .collect();
+            check_listing(&store, &batch, false, &[2]);
+            match round {
+                0 => {
+                    store.compact().unwrap();
+                    // Changes since the new id blocks: the smallest ids
+                    // removed, smaller ones added.
+                    let smallest: Vec<u64> = model.fps[&changed].iter().take(5).copied().collect();
+                    let mut ops: Vec<Op> = smallest
+                        .iter()
+                        .map(|&id| Op::Delete {
+                            fingerprint: changed,
+                            id,
+                        })
+                        .collect();
+                    ops.push(Op::Insert {
+                        fingerprint: changed,
+                        id: Some(smallest[2] + 1),
+                    });
+                    ops.push(Op::Delete {
+                        fingerprint: pending,
+                        id: 50_000,
+                    });
+                    let want = apply_to_model(&mut model, &ops);
+                    assert_eq!(store.apply(ops).unwrap(), want);
+                }
+                _ => {
+                    drop(store);
+                    store = Store::open(&path, &options).unwrap();
+                }
+            }
+        }
+    }
+
+    fn check_listing(store: &Store, queries: &[u64], probabilistic: bool, maxes: &[usize]) {
+        let k = 3;
+        let full = store.query_many(queries, k).unwrap();
+        let first_full = store.query_first_many(queries, k).unwrap();
+        let volatile: Vec<(u64, Volatility)> = queries
+            .iter()
+            .map(|&q| (q, Volatility::uniform(0.1)))
+            .collect();
+        let budgets = if probabilistic {
+            vec![Budget::default(), Budget::EXHAUSTIVE]
+        } else {
+            vec![Budget::default()]
+        };
+        for &max in maxes {
+            let cut = |m: &simstore::Match| {
+                assert_eq!(m.id_count, m.ids.len(), "a full listing counts its ids");
+                (
+                    m.fingerprint,
+                    m.distance,
+                    m.ids[..max.min(m.ids.len())].to_vec(),
+                    m.ids.len(),
+                )
+            };
+            let shape =
+                |m: &simstore::Match| (m.fingerprint, m.distance, m.ids.clone(), m.id_count);
+            let got = store.query_many_max_ids(queries, k, false, max).unwrap();
+            for (q, (g, f)) in got.iter().zip(&full).enumerate() {
+                let g: Vec<_> = g.iter().map(shape).collect();
+                let f: Vec<_> = f.iter().map(cut).collect();
+                assert_eq!(g, f, "query {q}, at most {max}");
+            }
+            let got = store.query_many_max_ids(queries, k, true, max).unwrap();
+            for (q, (g, f)) in got.iter().zip(&first_full).enumerate() {
+                let g: Vec<_> = g.iter().map(shape).collect();
+                let f: Vec<_> = f.iter().map(cut).collect();
+                assert_eq!(g, f, "first, query {q}, at most {max}");
+            }
+            for &budget in &budgets {
+                for first in [false, true] {
+                    let full = store
+                        .query_probabilistic_many(&volatile, k, budget, first)
+                        .unwrap();
+                    let got = store
+                        .query_probabilistic_many_max_ids(&volatile, k, budget, first, max)
+                        .unwrap();
+                    for (q, (g, f)) in got.iter().zip(&full).enumerate() {
+                        let g: Vec<_> = g.iter().map(shape).collect();
+                        let f: Vec<_> = f.iter().map(cut).collect();
+                        assert_eq!(g, f, "probabilistic {first}, query {q}, at most {max}");
+                    }
+                }
+            }
+        }
+    }
+}

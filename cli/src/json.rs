@@ -60,7 +60,7 @@ fn push_decimal(line: &mut Vec<u8>, mut v: u64) {
 /// CLI reuses one buffer for every answer instead of building strings
 /// per match, and writes its bytes as they are (all ASCII). With
 /// `max_ids`, each match lists at most that many ids (its smallest) and
-/// gives how many it has as `id_count`.
+/// gives how many it has ([`Match::id_count`]) as `id_count`.
 pub fn push_query_result(
     line: &mut Vec<u8>,
     query: u64,
@@ -89,7 +89,7 @@ pub fn push_query_result(
         line.push(b']');
         if max_ids.is_some() {
             line.extend_from_slice(b",\"id_count\":");
-            push_decimal(line, m.ids.len() as u64);
+            push_decimal(line, m.id_count as u64);
         }
         line.push(b'}');
     }

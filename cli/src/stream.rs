@@ -263,7 +263,10 @@ pub fn query(
         });
         let mut printer = Printer::new(max_ids);
         for chunk in queries.chunks(QUERY_BATCH) {
-            let results = store.query_many(chunk, k)?;
+            let results = match max_ids {
+                Some(n) => store.query_many_max_ids(chunk, k, false, n)?,
+                None => store.query_many(chunk, k)?,
+            };
             for (q, matches) in chunk.iter().zip(&results) {
                 printer.write(out, *q, matches)?;
             }
@@ -280,7 +283,7 @@ pub fn query(
     let result = for_each_line(input, std::time::Duration::ZERO, parse, |_, fp, more| {
         waiting.extend(fp);
         if waiting.len() == group || !more {
-            answer(store, out, &mut printer, &mut waiting, k, first)?;
+            answer(store, out, &mut printer, &mut waiting, k, first, max_ids)?;
         }
         if !more {
             out.flush()?;
@@ -289,7 +292,7 @@ pub fn query(
     });
     // What was read before a malformed line is answered before it is
     // reported.
-    answer(store, out, &mut printer, &mut waiting, k, first)?;
+    answer(store, out, &mut printer, &mut waiting, k, first, max_ids)?;
     out.flush()?;
     result
 }
@@ -312,7 +315,10 @@ pub fn query_probabilistic(
     let mut answer = |waiting: &mut Vec<(u64, simstore::simhash::Volatility)>,
                       out: &mut dyn Write|
      -> Result<(), Failure> {
-        let answers = store.query_probabilistic_many(waiting, k, budget, first)?;
+        let answers = match max_ids {
+            Some(n) => store.query_probabilistic_many_max_ids(waiting, k, budget, first, n)?,
+            None => store.query_probabilistic_many(waiting, k, budget, first)?,
+        };
         for ((fp, _), matches) in waiting.iter().zip(&answers) {
             printer.write(out, *fp, matches)?;
         }
@@ -349,19 +355,13 @@ fn answer(
     waiting: &mut Vec<u64>,
     k: u32,
     first: bool,
+    max_ids: Option<usize>,
 ) -> Result<(), Failure> {
     if waiting.is_empty() {
         return Ok(());
     }
-    let answers = if first {
-        store
-            .query_first_many(waiting, k)
-            .map(|a| a.into_iter().map(|m| m.into_iter().collect()).collect())
-    } else {
-        store.query_many(waiting, k)
-    };
     let fps = std::mem::take(waiting);
-    match answers {
+    match ask(store, &fps, k, first, max_ids) {
         Ok(answers) => {
             for (fp, matches) in fps.iter().zip(&answers) {
                 printer.write(out, *fp, matches)?;
@@ -369,16 +369,32 @@ fn answer(
         }
         Err(_) => {
             for fp in fps {
-                let matches = if first {
-                    store.query_first(fp, k)?.into_iter().collect()
-                } else {
-                    store.query(fp, k)?
-                };
-                printer.write(out, fp, &matches)?;
+                let matches = ask(store, &[fp], k, first, max_ids)?;
+                printer.write(out, fp, matches.first().map_or(&[], Vec::as_slice))?;
             }
         }
     }
     Ok(())
+}
+
+/// The library's answers to `fps` (with `first`, a list of at most one
+/// each), at most `max_ids` ids a match when limited.
+fn ask(
+    store: &Store,
+    fps: &[u64],
+    k: u32,
+    first: bool,
+    max_ids: Option<usize>,
+) -> simstore::Result<Vec<Vec<simstore::Match>>> {
+    match (max_ids, first) {
+        (Some(n), _) => store.query_many_max_ids(fps, k, first, n),
+        (None, true) => Ok(store
+            .query_first_many(fps, k)?
+            .into_iter()
+            .map(|m| m.into_iter().collect())
+            .collect()),
+        (None, false) => store.query_many(fps, k),
+    }
 }
 
 /// Writes query result lines through one reused buffer.

@@ -431,6 +431,33 @@ impl<'a> IdBlock<'a> {
         false
     }
 
+    /// How many ids of the fingerprint at `position` (below
+    /// [`count`](Self::count)) are below `id`: a binary search, as
+    /// [`contains`](Self::contains).
+    pub fn rank(&self, position: usize, id: u64) -> usize {
+        let (start, n) = self.span(position);
+        let Some(offset) = id.checked_sub(self.base) else {
+            return 0;
+        };
+        let (mut lo, mut hi) = (start, start + n);
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            if self.offset(mid) < offset {
+                lo = mid + 1;
+            } else {
+                hi = mid;
+            }
+        }
+        lo - start
+    }
+
+    /// The ids of the fingerprint at `position` (below
+    /// [`count`](Self::count)), increasing, each decoded when asked for.
+    pub fn iter_at(&self, position: usize) -> impl Iterator<Item = u64> + '_ {
+        let (start, n) = self.span(position);
+        (start..start + n).map(|i| self.base.wrapping_add(self.offset(i)))
+    }
+
     /// The ids of the fingerprint at `position`.
     pub fn ids(&self, position: usize) -> Vec<u64> {
         let mut out = Vec::new();
@@ -468,7 +495,17 @@ mod tests {
                     want.binary_search(&id).is_ok(),
                     "position {p}, id {id}"
                 );
+                assert_eq!(
+                    checked.rank(p, id),
+                    want.partition_point(|&w| w < id),
+                    "position {p}, rank of {id}"
+                );
             }
+            assert_eq!(
+                &checked.iter_at(p).collect::<Vec<_>>(),
+                want,
+                "position {p}"
+            );
         }
     }
 

@@ -3,6 +3,7 @@
 //! by sorted passes over every table when large, spread over the handle's
 //! query threads when there are enough of them.
 
+use super::listing::Listing;
 use super::parallel::{map_indexed, map_shares, map_shares_mut};
 use super::query::{check_distance, collect, finish_all, Match, GROUP};
 use super::shared::Shared;
@@ -21,8 +22,13 @@ const BATCH_CHUNK: usize = 1 << 20;
 /// memory each thread takes a share of the queries through every table;
 /// with tables on disk each takes whole tables (so every block is still
 /// read and decoded once per chunk), then each finishes a share of the
-/// queries.
-pub(crate) fn query_batch(shared: &Shared, fps: &[u64], k: u32) -> Result<Vec<Vec<Match>>> {
+/// queries. Ids are listed as `listing` says.
+pub(crate) fn query_batch(
+    shared: &Shared,
+    fps: &[u64],
+    k: u32,
+    listing: Listing,
+) -> Result<Vec<Vec<Match>>> {
     let plan_probe = check_distance(shared, k)?;
     let mut results = Vec::with_capacity(fps.len());
     for chunk in fps.chunks(BATCH_CHUNK) {
@@ -47,11 +53,13 @@ pub(crate) fn query_batch(shared: &Shared, fps: &[u64], k: u32) -> Result<Vec<Ve
         };
         // A one-table store's queries flip header bits: one by one.
         if chunk.len() < SORTED_MIN_PER_BLOCK * blocks || shared.plan.header_bits().is_some() {
-            results.extend(query_each(shared, plan_probe, chunk, k, threads)?);
+            results.extend(query_each(shared, plan_probe, chunk, k, threads, listing)?);
             continue;
         }
         if threads == 1 || in_memory {
-            results.extend(sorted_by_queries(shared, plan_probe, chunk, k, threads)?);
+            results.extend(sorted_by_queries(
+                shared, plan_probe, chunk, k, threads, listing,
+            )?);
             continue;
         }
         // Tables on disk: each thread takes whole tables.
@@ -78,7 +86,8 @@ pub(crate) fn query_batch(shared: &Shared, fps: &[u64], k: u32) -> Result<Vec<Ve
         let finished = {
             let state = &*state;
             map_shares_mut(&mut found, threads, |part| {
-                finish_all(shared, state, part.iter_mut().map(std::mem::take).collect())
+                let part = part.iter_mut().map(std::mem::take).collect();
+                finish_all(shared, state, part, listing)
             })
             .into_iter()
             .collect::<Result<Vec<_>>>()?
@@ -101,8 +110,9 @@ fn sorted_by_queries(
     chunk: &[u64],
     k: u32,
     threads: usize,
+    listing: Listing,
 ) -> Result<Vec<Vec<Match>>> {
-    in_shares(shared, chunk, threads, |state, part| {
+    in_shares(shared, chunk, threads, listing, |state, part| {
         probe_tables_dispatch(shared, state, &state.probes(probe), part, k)
     })
 }
@@ -118,8 +128,9 @@ fn query_each(
     chunk: &[u64],
     k: u32,
     threads: usize,
+    listing: Listing,
 ) -> Result<Vec<Vec<Match>>> {
-    in_shares(shared, chunk, threads, |state, part| {
+    in_shares(shared, chunk, threads, listing, |state, part| {
         let mut found = Vec::with_capacity(part.len());
         for group in part.chunks(GROUP) {
             found.extend(collect(shared, state, probe, group, k, false)?);
@@ -133,17 +144,18 @@ fn query_each(
 /// is picked by a hash of its fingerprint, so queries that cost more
 /// (those with matches, to scan and give ids) are spread evenly however
 /// the input is ordered. `find` gives a share's candidates under one
-/// read-lock acquisition, then they are finished (sorted, ids attached)
-/// under it too.
+/// read-lock acquisition, then they are finished (sorted, ids attached
+/// as `listing` lists them) under it too.
 fn in_shares(
     shared: &Shared,
     chunk: &[u64],
     threads: usize,
+    listing: Listing,
     find: impl Fn(&State, &[u64]) -> Result<Vec<Vec<(u64, u32)>>> + Sync,
 ) -> Result<Vec<Vec<Match>>> {
     let answer = |part: &[u64]| -> Result<Vec<Vec<Match>>> {
         let state = shared.readable_state()?;
-        finish_all(shared, &state, find(&state, part)?)
+        finish_all(shared, &state, find(&state, part)?, listing)
     };
     if threads <= 1 {
         return answer(chunk);

@@ -68,11 +68,7 @@ impl IdPlace {
     /// The block, its layout read again (no CRC: checked when read), and
     /// checked to have the position.
     pub fn parsed(&self) -> Result<IdBlock<'_>> {
-        let block = IdBlock::parse_checked(&self.bytes).map_err(|r| corrupt(self.key, r))?;
-        if self.position >= block.count() {
-            return Err(corrupt(self.key, format!("no position {}", self.position)));
-        }
-        Ok(block)
+        parsed_at(&self.bytes, self.key, self.position)
     }
 }
 
@@ -282,12 +278,19 @@ impl IdTable {
 /// `key`) to `out`.
 #[inline]
 fn ids_at(bytes: &[u8], key: u64, position: usize, out: &mut Vec<u64>) -> Result<()> {
+    parsed_at(bytes, key, position)?.ids_into(position, out);
+    Ok(())
+}
+
+/// The checked id block `bytes` (keyed `key`), its layout read again and
+/// checked to have `position`.
+#[inline]
+pub(crate) fn parsed_at(bytes: &[u8], key: u64, position: usize) -> Result<IdBlock<'_>> {
     let block = IdBlock::parse_checked(bytes).map_err(|r| corrupt(key, r))?;
     if position >= block.count() {
         return Err(corrupt(key, format!("no position {position}")));
     }
-    block.ids_into(position, out);
-    Ok(())
+    Ok(block)
 }
 
 /// Slot contents for a block read from disk or written by a merge.
@@ -317,7 +320,8 @@ pub(crate) struct Overlay {
 #[derive(Debug, Clone)]
 pub(crate) enum Entries {
     One([(u64, bool); 1]),
-    Many(Arc<Vec<(u64, bool)>>),
+    /// The entries, and how many of them are removals.
+    Many(Arc<Vec<(u64, bool)>>, usize),
 }
 
 impl Entries {
@@ -326,7 +330,18 @@ impl Entries {
         match list {
             [] => None,
             [one] => Some(Self::One([*one])),
-            _ => Some(Self::Many(Arc::new(list.to_vec()))),
+            _ => {
+                let removed = list.iter().filter(|e| !e.1).count();
+                Some(Self::Many(Arc::new(list.to_vec()), removed))
+            }
+        }
+    }
+
+    /// How many of the entries are removals (pairs of an id block).
+    pub fn removed(&self) -> usize {
+        match self {
+            Self::One([(_, added)]) => usize::from(!added),
+            Self::Many(_, removed) => *removed,
         }
     }
 
@@ -334,7 +349,7 @@ impl Entries {
     pub fn as_slice(&self) -> &[(u64, bool)] {
         match self {
             Self::One(one) => one,
-            Self::Many(list) => list,
+            Self::Many(list, _) => list,
         }
     }
 
@@ -347,25 +362,28 @@ impl Entries {
                 return 0;
             }
         }
+        let mut removed = self.removed();
         let mut list = std::mem::replace(self, Self::One([(0, false)])).into_vec();
         let delta = match (list.binary_search_by_key(&id, |&(i, _)| i), mark) {
             (Ok(at), Some(added)) => {
+                removed = removed + usize::from(!added) - usize::from(!list[at].1);
                 list[at].1 = added;
                 0
             }
             (Ok(at), None) => {
-                list.remove(at);
+                removed -= usize::from(!list.remove(at).1);
                 -1
             }
             (Err(at), Some(added)) => {
                 list.insert(at, (id, added));
+                removed += usize::from(!added);
                 1
             }
             (Err(_), None) => 0,
         };
         *self = match list.as_slice() {
             [one] => Self::One([*one]),
-            _ => Self::Many(Arc::new(list)),
+            _ => Self::Many(Arc::new(list), removed),
         };
         delta
     }
@@ -374,7 +392,7 @@ impl Entries {
     fn into_vec(self) -> Vec<(u64, bool)> {
         match self {
             Self::One(one) => one.to_vec(),
-            Self::Many(list) => Arc::try_unwrap(list).unwrap_or_else(|shared| (*shared).clone()),
+            Self::Many(list, _) => Arc::try_unwrap(list).unwrap_or_else(|shared| (*shared).clone()),
         }
     }
 }
@@ -422,6 +440,11 @@ impl Overlay {
     /// The entries of `fp`, by id.
     pub fn get(&self, fp: u64) -> &[(u64, bool)] {
         self.map.get(&fp).map_or(&[], Entries::as_slice)
+    }
+
+    /// The entries of `fp`, when it has any.
+    pub fn entries(&self, fp: u64) -> Option<&Entries> {
+        self.map.get(&fp)
     }
 
     /// The entries of `fp`, shared (no copy), when it has any.
@@ -1186,6 +1209,52 @@ mod tests {
                 let mut walk = Walk::new(&items);
                 assert_eq!(walk.has(fp, |&x| x), items.contains(&fp));
             }
+        }
+    }
+
+    #[test]
+    fn entries_count_their_removals_through_every_change() {
+        // Sets that add, remove, flip and drop entries, while the list is
+        // shared (copied) and not, compared with a count of the list.
+        let mut rng = crate::test_rng::TestRng::new(5);
+        let mut overlay = Overlay::default();
+        let mut held = Vec::new();
+        for step in 0..4_000 {
+            let fp = rng.next_u64() % 3;
+            let id = rng.next_u64() % 50;
+            let mark = match rng.next_u64() % 3 {
+                0 => None,
+                1 => Some(true),
+                _ => Some(false),
+            };
+            overlay.set(fp, id, mark);
+            if step % 7 == 0 {
+                held.push(overlay.shared(fp));
+            }
+            if step % 501 == 0 {
+                let list: Vec<(u64, bool)> =
+                    overlay.get(fp).iter().map(|&(i, a)| (i, !a)).collect();
+                overlay.set_many(
+                    fp,
+                    &list.iter().map(|&(i, a)| (i, Some(a))).collect::<Vec<_>>(),
+                );
+            }
+            for fp in 0..3 {
+                let removed = overlay.get(fp).iter().filter(|e| !e.1).count();
+                assert_eq!(
+                    overlay.entries(fp).map_or(0, Entries::removed),
+                    removed,
+                    "step {step}"
+                );
+            }
+        }
+        for entries in held.into_iter().flatten() {
+            let removed = entries.as_slice().iter().filter(|e| !e.1).count();
+            assert_eq!(
+                entries.removed(),
+                removed,
+                "a shared list kept its own count"
+            );
         }
     }
 

@@ -13,6 +13,7 @@ mod flats;
 mod health;
 mod ids;
 mod levels;
+mod listing;
 mod locks;
 mod memory;
 mod open;
@@ -54,6 +55,7 @@ pub use write::Op;
 use crate::error::Result;
 use crate::plan::Plan;
 use crate::simhash::Sketch;
+use listing::Listing;
 use shared::Shared;
 
 /// A simhash fingerprint store in one directory.
@@ -399,7 +401,43 @@ impl Store {
     /// # Ok::<(), simstore::Error>(())
     /// ```
     pub fn query_many(&self, fingerprints: &[u64], k: u32) -> Result<Vec<Vec<Match>>> {
-        batch::query_batch(&self.shared, fingerprints, k)
+        batch::query_batch(&self.shared, fingerprints, k, Listing::ALL)
+    }
+
+    /// [`query_many`](Self::query_many), or with `first`
+    /// [`query_first_many`](Self::query_first_many) (each answer a list of
+    /// at most one), listing at most `max_ids` ids of each match: its
+    /// smallest. [`Match::id_count`] still counts them all. A match on a
+    /// fingerprint that many documents share (an empty page, a
+    /// boilerplate text) then costs the ids listed, not all of them
+    /// decoded and listed.
+    ///
+    /// ```
+    /// use simstore::{Options, Store};
+    ///
+    /// let dir = tempfile::tempdir()?;
+    /// let store = Store::create(dir.path(), &Options::new())?;
+    /// let empty_page = 0x0123_4567_89ab_cdef;
+    /// let pairs: Vec<(u64, u64)> = (10..1_000).map(|id| (empty_page, id)).collect();
+    /// store.insert_many(&pairs)?;
+    /// let answers = store.query_many_max_ids(&[empty_page ^ 1], 3, false, 2)?;
+    /// assert_eq!(answers[0][0].ids, vec![10, 11]);
+    /// assert_eq!(answers[0][0].id_count, 990);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn query_many_max_ids(
+        &self,
+        fingerprints: &[u64],
+        k: u32,
+        first: bool,
+        max_ids: usize,
+    ) -> Result<Vec<Vec<Match>>> {
+        let listing = Listing::at_most(max_ids);
+        if first {
+            query::query_many(&self.shared, fingerprints, k, true, listing)
+        } else {
+            batch::query_batch(&self.shared, fingerprints, k, listing)
+        }
     }
 
     /// [`query_first`](Self::query_first) for each of `fingerprints`, in
@@ -407,10 +445,12 @@ impl Store {
     /// tables probed in passes: each pass only for the queries no earlier
     /// pass found a match for.
     pub fn query_first_many(&self, fingerprints: &[u64], k: u32) -> Result<Vec<Option<Match>>> {
-        Ok(query::query_many(&self.shared, fingerprints, k, true)?
-            .into_iter()
-            .map(|m| m.into_iter().next())
-            .collect())
+        Ok(
+            query::query_many(&self.shared, fingerprints, k, true, Listing::ALL)?
+                .into_iter()
+                .map(|m| m.into_iter().next())
+                .collect(),
+        )
     }
 
     /// Stored fingerprints within distance `k` of `fingerprint`, found by
@@ -453,6 +493,7 @@ impl Store {
             k,
             budget,
             false,
+            Listing::ALL,
         )?
         .pop()
         .unwrap_or_default())
@@ -473,6 +514,7 @@ impl Store {
             k,
             budget,
             true,
+            Listing::ALL,
         )?
         .pop()
         .and_then(|m| m.into_iter().next()))
@@ -488,7 +530,48 @@ impl Store {
         budget: Budget,
         first: bool,
     ) -> Result<Vec<Vec<Match>>> {
-        query::query_probabilistic(&self.shared, queries, k, budget, first)
+        query::query_probabilistic(&self.shared, queries, k, budget, first, Listing::ALL)
+    }
+
+    /// [`query`](Self::query), or with a volatility and budget
+    /// [`query_probabilistic`](Self::query_probabilistic), listing and
+    /// counting only the ids below `below`, at most `max_ids` of them
+    /// (the smallest): the deduper's candidates before a document.
+    pub(crate) fn query_ids_below(
+        &self,
+        fingerprint: u64,
+        probabilistic: Option<(&crate::simhash::Volatility, Budget)>,
+        k: u32,
+        max_ids: usize,
+        below: u64,
+    ) -> Result<Vec<Match>> {
+        let listing = Listing {
+            max: max_ids,
+            below: Some(below),
+        };
+        let answers = match probabilistic {
+            Some((v, budget)) => {
+                let queries = [(fingerprint, *v)];
+                query::query_probabilistic(&self.shared, &queries, k, budget, false, listing)?
+            }
+            None => query::query_many(&self.shared, &[fingerprint], k, false, listing)?,
+        };
+        Ok(answers.into_iter().next().unwrap_or_default())
+    }
+
+    /// [`query_probabilistic_many`](Self::query_probabilistic_many) listing
+    /// at most `max_ids` ids of each match, as
+    /// [`query_many_max_ids`](Self::query_many_max_ids) does.
+    pub fn query_probabilistic_many_max_ids(
+        &self,
+        queries: &[(u64, crate::simhash::Volatility)],
+        k: u32,
+        budget: Budget,
+        first: bool,
+        max_ids: usize,
+    ) -> Result<Vec<Vec<Match>>> {
+        let listing = Listing::at_most(max_ids);
+        query::query_probabilistic(&self.shared, queries, k, budget, first, listing)
     }
 
     /// The ids stored for a fingerprint, increasing.

@@ -4,6 +4,7 @@
 //! set of tables, pending fingerprints and tombstones; compaction only
 //! takes the write lock for the instant it swaps snapshots in.
 
+use super::listing::Listing;
 use super::shared::Shared;
 use super::state::State;
 use crate::error::{Error, Result};
@@ -18,8 +19,12 @@ pub struct Match {
     pub fingerprint: u64,
     /// Its Hamming distance from the query.
     pub distance: u32,
-    /// Its document ids, increasing.
+    /// Its document ids, increasing: all of them, or the smallest when the
+    /// query limited how many it lists (as
+    /// [`Store::query_many_max_ids`](crate::Store::query_many_max_ids)).
     pub ids: Vec<u64>,
+    /// How many ids it has: `ids.len()` unless the query listed fewer.
+    pub id_count: usize,
 }
 
 impl Match {
@@ -29,6 +34,7 @@ impl Match {
         Self {
             fingerprint,
             distance,
+            id_count: ids.len(),
             ids,
         }
     }
@@ -511,14 +517,15 @@ fn accept(
 }
 
 /// Sorts each query's candidates by distance then fingerprint, removes
-/// repeats and attaches ids, from `state` (the state the candidates were
-/// found in): looked up together for all the queries' matches (see
-/// [`State::ids_of_many`]), from memory, or from the id blocks on disk
-/// when the tables are kept there.
+/// repeats and attaches ids as `listing` lists them, from `state` (the
+/// state the candidates were found in): looked up together for all the
+/// queries' matches (see [`State::ids_of_many`]), from memory, or from
+/// the id blocks on disk when the tables are kept there.
 pub(super) fn finish_all(
     shared: &Shared,
     state: &State,
     found: Vec<Vec<(u64, u32)>>,
+    listing: Listing,
 ) -> Result<Vec<Vec<Match>>> {
     // A store without ids (fingerprints only) needs no lookups.
     let has_ids = state.ids > 0;
@@ -536,15 +543,18 @@ pub(super) fn finish_all(
                     fingerprint,
                     distance,
                     ids: Vec::new(),
+                    id_count: 0,
                 })
                 .collect()
         })
         .collect();
     if !fps.is_empty() {
         let mut ids = vec![Vec::new(); fps.len()];
-        state.ids_of_many(&shared.plan, &fps, &mut ids)?;
-        for (m, ids) in out.iter_mut().flatten().zip(ids) {
+        let mut counts = vec![0; fps.len()];
+        state.ids_of_many(&shared.plan, &fps, listing, &mut ids, &mut counts)?;
+        for (m, (ids, count)) in out.iter_mut().flatten().zip(ids.into_iter().zip(counts)) {
             m.ids = ids;
+            m.id_count = count;
         }
     }
     Ok(out)
@@ -552,14 +562,14 @@ pub(super) fn finish_all(
 
 /// Every stored fingerprint within distance `k` of `fp`.
 pub(crate) fn query(shared: &Shared, fp: u64, k: u32) -> Result<Vec<Match>> {
-    Ok(query_many(shared, &[fp], k, false)?
+    Ok(query_many(shared, &[fp], k, false, Listing::ALL)?
         .pop()
         .unwrap_or_default())
 }
 
 /// One stored fingerprint within distance `k` of `fp`, if any.
 pub(crate) fn query_first(shared: &Shared, fp: u64, k: u32) -> Result<Option<Match>> {
-    Ok(query_many(shared, &[fp], k, true)?
+    Ok(query_many(shared, &[fp], k, true, Listing::ALL)?
         .pop()
         .and_then(|m| m.into_iter().next()))
 }
@@ -573,37 +583,40 @@ pub(super) const GROUP: usize = 4;
 pub(super) const FIRST_GROUP: usize = 16;
 
 /// [`query`] for each of `fps` (or, with `first`, [`query_first`], as a
-/// list of at most one), `GROUP` at a time under one read lock with their
-/// probes' stages interleaved, so the cache misses of several queries
-/// overlap.
+/// list of at most one), ids as `listing` lists them, `GROUP` at a time
+/// under one read lock with their probes' stages interleaved, so the
+/// cache misses of several queries overlap.
 pub(crate) fn query_many(
     shared: &Shared,
     fps: &[u64],
     k: u32,
     first: bool,
+    listing: Listing,
 ) -> Result<Vec<Vec<Match>>> {
     let probe = check_distance(shared, k)?;
     let group = if first { FIRST_GROUP } else { GROUP };
-    in_groups(shared, fps, group, first, |state, group| {
+    in_groups(shared, fps, group, first, listing, |state, group| {
         collect(shared, state, probe, group, k, first)
     })
 }
 
 /// Answers `queries` `group` at a time, each group under one read lock:
 /// `find` gives the group's candidates, which are then finished (sorted,
-/// ids attached; with `first`, one match at most).
+/// ids attached as `listing` lists them; with `first`, one match at
+/// most).
 fn in_groups<T>(
     shared: &Shared,
     queries: &[T],
     group: usize,
     first: bool,
+    listing: Listing,
     find: impl Fn(&State, &[T]) -> Result<Vec<Vec<(u64, u32)>>>,
 ) -> Result<Vec<Vec<Match>>> {
     let mut results = Vec::with_capacity(queries.len());
     for group in queries.chunks(group) {
         let state = shared.readable_state()?;
         let found = find(&state, group)?;
-        for mut matches in finish_all(shared, &state, found)? {
+        for mut matches in finish_all(shared, &state, found, listing)? {
             if first {
                 matches.truncate(1);
             }
@@ -624,6 +637,7 @@ pub(crate) fn query_probabilistic(
     k: u32,
     budget: vosh::Budget,
     first: bool,
+    listing: Listing,
 ) -> Result<Vec<Vec<Match>>> {
     if !budget.is_valid() {
         return Err(Error::InvalidArgument(format!(
@@ -633,7 +647,7 @@ pub(crate) fn query_probabilistic(
     let probe = check_distance(shared, k)?;
     let Some(header) = shared.plan.header_bits() else {
         let fps: Vec<u64> = queries.iter().map(|q| q.0).collect();
-        return query_many(shared, &fps, k, first);
+        return query_many(shared, &fps, k, first, listing);
     };
     // Large batches are split over the query threads, as `query_many`'s.
     let threads = if queries.len() >= PROBABILISTIC_PARALLEL_MIN {
@@ -643,7 +657,7 @@ pub(crate) fn query_probabilistic(
     };
     if threads > 1 {
         let parts = super::parallel::map_shares(queries, threads, |part| {
-            probabilistic_in_turn(shared, part, probe, header, k, budget, first)
+            probabilistic_in_turn(shared, part, probe, header, k, budget, first, listing)
         });
         let mut results = Vec::with_capacity(queries.len());
         for part in parts {
@@ -651,7 +665,7 @@ pub(crate) fn query_probabilistic(
         }
         return Ok(results);
     }
-    probabilistic_in_turn(shared, queries, probe, header, k, budget, first)
+    probabilistic_in_turn(shared, queries, probe, header, k, budget, first, listing)
 }
 
 /// Batches of at least this many probabilistic queries are spread over
@@ -660,6 +674,7 @@ const PROBABILISTIC_PARALLEL_MIN: usize = 4096;
 
 /// [`query_probabilistic`] of `queries` on this thread, [`GROUP`] at a
 /// time under one read lock.
+#[allow(clippy::too_many_arguments)]
 fn probabilistic_in_turn(
     shared: &Shared,
     queries: &[(u64, crate::simhash::Volatility)],
@@ -668,6 +683,7 @@ fn probabilistic_in_turn(
     k: u32,
     budget: vosh::Budget,
     first: bool,
+    listing: Listing,
 ) -> Result<Vec<Vec<Match>>> {
     let bits: Vec<u8> = (64 - header..64).collect();
     let k8 = k.min(8) as u8;
@@ -676,7 +692,7 @@ fn probabilistic_in_turn(
     // its sets listed without the heap.
     let every =
         !first && budget.recall >= 1.0 && budget.max_probes as u64 >= vosh::exact_count(header, k8);
-    in_groups(shared, queries, GROUP, first, |state, group| {
+    in_groups(shared, queries, GROUP, first, listing, |state, group| {
         let fps: Vec<u64> = group.iter().map(|q| q.0).collect();
         if every {
             return collect(shared, state, probe, &fps, k, first);

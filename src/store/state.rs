@@ -11,7 +11,8 @@
 use std::collections::HashSet;
 use std::sync::Arc;
 
-use super::ids::{IdPlace, IdTable, Overlay};
+use super::ids::{parsed_at, IdPlace, IdTable, Overlay};
+use super::listing::{window, Listing};
 use super::pending::Pending;
 use crate::error::Result;
 use crate::plan::Plan;
@@ -231,17 +232,27 @@ impl State {
         Ok(())
     }
 
-    /// [`ids_of`](Self::ids_of) for each of `fps`, into `out` (one list
-    /// each, appended to): table 0's probe stages, the id blocks' headers,
+    /// [`ids_of`](Self::ids_of) for each of `fps`, as `listing` lists
+    /// them, into `out` (one list each, appended to), and how many each
+    /// has into `counts`: table 0's probe stages, the id blocks' headers,
     /// the lines of the positions' ids and their reads run for
     /// [`IDS_TOGETHER`] fingerprints at a time, each stage for all before
     /// the next, so their cache misses overlap.
-    pub fn ids_of_many(&self, plan: &Plan, fps: &[u64], out: &mut [Vec<u64>]) -> Result<()> {
+    pub fn ids_of_many(
+        &self,
+        plan: &Plan,
+        fps: &[u64],
+        listing: Listing,
+        out: &mut [Vec<u64>],
+        counts: &mut [usize],
+    ) -> Result<()> {
         debug_assert_eq!(fps.len(), out.len());
+        debug_assert_eq!(fps.len(), counts.len());
         let (Some(table0), Some(spec)) = (self.tables.first(), plan.tables().first()) else {
             return Ok(());
         };
-        for (fps, out) in fps.chunks(IDS_TOGETHER).zip(out.chunks_mut(IDS_TOGETHER)) {
+        let chunks = fps.chunks(IDS_TOGETHER).zip(out.chunks_mut(IDS_TOGETHER));
+        for ((fps, out), counts) in chunks.zip(counts.chunks_mut(IDS_TOGETHER)) {
             let mut xs = [0u64; IDS_TOGETHER];
             let mut keys: [std::ops::Range<usize>; IDS_TOGETHER] = Default::default();
             let mut blocks = [0usize; IDS_TOGETHER];
@@ -265,11 +276,33 @@ impl State {
                     self.id_table.touch_ids(j, position);
                 }
             }
-            for (at, (&fp, ids)) in at.iter().zip(fps.iter().zip(out.iter_mut())) {
-                if let Some((j, position)) = *at {
-                    self.id_table.ids_into(table0, j, position, ids)?;
+            let each = at
+                .iter()
+                .zip(fps)
+                .zip(out.iter_mut().zip(counts.iter_mut()));
+            for ((at, &fp), (ids, count)) in each {
+                if listing.is_all() {
+                    if let Some((j, position)) = *at {
+                        self.id_table.ids_into(table0, j, position, ids)?;
+                    }
+                    self.overlay.apply(fp, ids);
+                    *count = ids.len();
+                    continue;
                 }
-                self.overlay.apply(fp, ids);
+                let bytes = match *at {
+                    Some((j, position)) => Some((self.id_table.block(table0, j)?, j, position)),
+                    None => None,
+                };
+                let block = match &bytes {
+                    Some((bytes, j, position)) => {
+                        Some((parsed_at(bytes, table0.keys()[*j], *position)?, *position))
+                    }
+                    None => None,
+                };
+                let place = block.as_ref().map(|(b, position)| (b, *position));
+                let entries = self.overlay.entries(fp);
+                let (list, removed) = entries.map_or((&[][..], 0), |e| (e.as_slice(), e.removed()));
+                *count = window(place, list, removed, listing, ids);
             }
         }
         Ok(())
