@@ -38,7 +38,11 @@ class Match:
         """Its Hamming distance from the query."""
     @property
     def ids(self) -> list[int]:
-        """Its document ids, increasing (empty when stored without one)."""
+        """Its document ids, increasing (empty when stored without one); the
+        smallest ``max_ids`` when the query gave one."""
+    @property
+    def id_count(self) -> int:
+        """How many ids it has: ``len(ids)`` unless the query listed fewer."""
 
 class Store:
     """A simstore store: a directory of fingerprints with their document ids,
@@ -125,12 +129,21 @@ class Store:
     ) -> npt.NDArray[np.bool_]:
         """Removes many pairs (or whole fingerprints) in one atomic commit;
         returns, per entry, whether it was stored."""
-    def query(self, fingerprint: UInt64, k: Optional[int] = None) -> list[Match]:
+    def query(
+        self, fingerprint: UInt64, k: Optional[int] = None, max_ids: Optional[int] = None
+    ) -> list[Match]:
         """Every stored fingerprint within distance ``k`` (default: the
-        store's maximum), by distance then fingerprint."""
-    def query_first(self, fingerprint: UInt64, k: Optional[int] = None) -> Optional[Match]:
+        store's maximum), by distance then fingerprint. With ``max_ids``
+        (at least 1), each match lists at most that many ids, its smallest,
+        and ``id_count`` counts them all without the rest being read: a
+        match on a fingerprint that 300,000 documents share costs a few
+        ids, not 300,000."""
+    def query_first(
+        self, fingerprint: UInt64, k: Optional[int] = None, max_ids: Optional[int] = None
+    ) -> Optional[Match]:
         """Some stored fingerprint within distance ``k``, the search stopping
-        at the first found; ``None`` when there is none."""
+        at the first found; ``None`` when there is none. ``max_ids`` as for
+        ``query``."""
     def query_many(
         self,
         fingerprints: UInt64s,
@@ -139,12 +152,15 @@ class Store:
         volatility: Optional[Union[npt.NDArray[np.uint8], bytes]] = None,
         recall: float = 0.95,
         max_probes: Optional[int] = None,
+        max_ids: Optional[int] = None,
     ) -> QueryMatches:
         """Queries a whole array at once, without a Python object per
         match: four numpy arrays, one row per (query, match, id). With
         ``first``, at most one matching fingerprint per query. With
         ``volatility`` (64 bytes per fingerprint, a ``(n, 64)`` uint8
-        array), probabilistic queries as ``query_probabilistic``."""
+        array), probabilistic queries as ``query_probabilistic``. With
+        ``max_ids`` (at least 1), rows for at most that many ids a match,
+        its smallest."""
     def query_probabilistic(
         self,
         fingerprint: UInt64,
@@ -153,13 +169,14 @@ class Store:
         recall: float = 0.95,
         max_probes: Optional[int] = None,
         first: bool = False,
+        max_ids: Optional[int] = None,
     ) -> list[Match]:
         """Probabilistic query (PSM) on a one-table store (``tables=1``): the
         runs of the query's header and of its likeliest bit flips, until
         ``recall`` of the flip probability or ``max_probes`` headers; every
         answer is a true match, some may be missed. ``volatility``: 64 bytes
         (``Fingerprinter.volatility``) or their 128 hex digits. Stores of
-        several tables answer exactly."""
+        several tables answer exactly. ``max_ids`` as for ``query``."""
     def ids(self, fingerprint: UInt64) -> list[int]:
         """The ids stored with ``fingerprint``, increasing."""
     def compact(self) -> dict[str, int]:

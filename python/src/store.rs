@@ -23,6 +23,10 @@ pub struct PyMatch {
     #[pyo3(get)]
     distance: u32,
     ids: Vec<u64>,
+    /// How many ids it has: `len(ids)` unless the query listed fewer
+    /// (`max_ids`).
+    #[pyo3(get)]
+    id_count: usize,
 }
 
 #[pymethods]
@@ -48,6 +52,7 @@ impl From<simstore::Match> for PyMatch {
             fingerprint: m.fingerprint,
             distance: m.distance,
             ids: m.ids,
+            id_count: m.id_count,
         }
     }
 }
@@ -137,6 +142,17 @@ fn budget(
         None => usize::MAX,
     };
     Ok(simstore::Budget { recall, max_probes })
+}
+
+/// `max_ids` as given: at least 1, or every id when `None`.
+fn max_ids(py: Python<'_>, max_ids: Option<&Bound<'_, PyAny>>) -> PyResult<Option<usize>> {
+    match max_ids {
+        Some(n) => match convert::uint64(n, "max_ids")? {
+            0 => Err(invalid(py, "max_ids must be at least 1")),
+            n => Ok(Some(usize::try_from(n).unwrap_or(usize::MAX))),
+        },
+        None => Ok(None),
+    }
 }
 
 /// How a store is opened.
@@ -408,32 +424,51 @@ impl PyStore {
     }
 
     /// Every stored fingerprint within distance `k` (default: the store's
-    /// maximum) of `fingerprint`, by distance then fingerprint.
-    #[pyo3(signature = (fingerprint, k=None))]
+    /// maximum) of `fingerprint`, by distance then fingerprint; with
+    /// `max_ids`, at most that many ids a match (its smallest).
+    #[pyo3(signature = (fingerprint, k=None, max_ids=None))]
     fn query(
         &self,
         py: Python<'_>,
         fingerprint: &Bound<'_, PyAny>,
         k: Option<&Bound<'_, PyAny>>,
+        max_ids: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Vec<PyMatch>> {
         let fp = convert::uint64(fingerprint, "fingerprint")?;
         let k = self.distance(py, k)?;
-        let found = self.with(py, |s| s.query(fp, k))?;
+        let limit = self::max_ids(py, max_ids)?;
+        let found = self.with(py, |s| match limit {
+            Some(n) => Ok(s
+                .query_many_max_ids(&[fp], k, false, n)?
+                .pop()
+                .unwrap_or_default()),
+            None => s.query(fp, k),
+        })?;
         Ok(found.into_iter().map(PyMatch::from).collect())
     }
 
     /// Some stored fingerprint within distance `k`, the search stopping at
-    /// the first found; `None` when there is none.
-    #[pyo3(signature = (fingerprint, k=None))]
+    /// the first found; `None` when there is none. With `max_ids`, at
+    /// most that many of its ids (the smallest).
+    #[pyo3(signature = (fingerprint, k=None, max_ids=None))]
     fn query_first(
         &self,
         py: Python<'_>,
         fingerprint: &Bound<'_, PyAny>,
         k: Option<&Bound<'_, PyAny>>,
+        max_ids: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Option<PyMatch>> {
         let fp = convert::uint64(fingerprint, "fingerprint")?;
         let k = self.distance(py, k)?;
-        Ok(self.with(py, |s| s.query_first(fp, k))?.map(PyMatch::from))
+        let limit = self::max_ids(py, max_ids)?;
+        let found = self.with(py, |s| match limit {
+            Some(n) => Ok(s
+                .query_many_max_ids(&[fp], k, true, n)?
+                .pop()
+                .and_then(|m| m.into_iter().next())),
+            None => s.query_first(fp, k),
+        })?;
+        Ok(found.map(PyMatch::from))
     }
 
     /// Queries a whole array at once; returns `QueryMatches(query,
@@ -442,7 +477,9 @@ impl PyStore {
     /// With `volatility` (a `(n, 64)` uint8 array, as
     /// `Fingerprinter.volatility` gives per document), probabilistic
     /// queries within `recall` and `max_probes`, as `query_probabilistic`.
-    #[pyo3(signature = (fingerprints, k=None, first=false, volatility=None, recall=0.95, max_probes=None))]
+    /// With `max_ids`, rows for at most that many ids a match (its
+    /// smallest).
+    #[pyo3(signature = (fingerprints, k=None, first=false, volatility=None, recall=0.95, max_probes=None, max_ids=None))]
     #[allow(clippy::too_many_arguments)]
     fn query_many<'py>(
         &self,
@@ -453,6 +490,7 @@ impl PyStore {
         volatility: Option<&Bound<'py, PyAny>>,
         recall: f64,
         max_probes: Option<&Bound<'py, PyAny>>,
+        max_ids: Option<&Bound<'py, PyAny>>,
     ) -> PyResult<Bound<'py, PyAny>> {
         if convert::is_int(fingerprints) {
             return Err(errors::invalid_type(
@@ -469,10 +507,16 @@ impl PyStore {
             )),
             None => None,
         };
+        let limit = self::max_ids(py, max_ids)?;
         let columns = self.with(py, move |s| {
             let answers: Vec<Vec<simstore::Match>> = if let Some((v, budget)) = probabilistic {
                 let queries: Vec<_> = fps.iter().copied().zip(v).collect();
-                s.query_probabilistic_many(&queries, k, budget, first)?
+                match limit {
+                    Some(n) => s.query_probabilistic_many_max_ids(&queries, k, budget, first, n)?,
+                    None => s.query_probabilistic_many(&queries, k, budget, first)?,
+                }
+            } else if let Some(n) = limit {
+                s.query_many_max_ids(&fps, k, first, n)?
             } else if first {
                 s.query_first_many(&fps, k)?
                     .into_iter()
@@ -499,8 +543,9 @@ impl PyStore {
     /// Probabilistic query (Sood & Loguinov's PSM) on a one-table store:
     /// the runs of the query's header and of its likeliest flips, until
     /// `recall` of the flip probability or `max_probes`; every answer is a
-    /// true match. Other stores answer exactly.
-    #[pyo3(signature = (fingerprint, volatility, k=None, recall=0.95, max_probes=None, first=false))]
+    /// true match. Other stores answer exactly. With `max_ids`, at most
+    /// that many ids a match (its smallest).
+    #[pyo3(signature = (fingerprint, volatility, k=None, recall=0.95, max_probes=None, first=false, max_ids=None))]
     #[allow(clippy::too_many_arguments)]
     fn query_probabilistic(
         &self,
@@ -511,13 +556,16 @@ impl PyStore {
         recall: f64,
         max_probes: Option<&Bound<'_, PyAny>>,
         first: bool,
+        max_ids: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Vec<PyMatch>> {
         let fp = convert::uint64(fingerprint, "fingerprint")?;
         let v = convert::volatility(volatility)?;
         let k = self.distance(py, k)?;
         let budget = budget(py, recall, max_probes)?;
-        let mut found = self.with(py, |s| {
-            s.query_probabilistic_many(&[(fp, v)], k, budget, first)
+        let limit = self::max_ids(py, max_ids)?;
+        let mut found = self.with(py, |s| match limit {
+            Some(n) => s.query_probabilistic_many_max_ids(&[(fp, v)], k, budget, first, n),
+            None => s.query_probabilistic_many(&[(fp, v)], k, budget, first),
         })?;
         Ok(found
             .pop()

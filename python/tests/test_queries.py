@@ -139,3 +139,48 @@ def test_writes_survive_close(path, durability):
         assert len(store) == 1000
         assert store.ids(fps[5]) == [5]
         assert store.ids(fps[7]) == [7, 7000]
+
+
+def test_max_ids_lists_the_smallest_and_counts_all(path, rng):
+    # A fingerprint with 5,000 ids (most merged into its id block, some
+    # removed and added since), its neighbours with one id or none: every
+    # query method with max_ids gives the full listing cut, and id_count.
+    hot = 0x0123456789ABCDEF
+    with simstore.Store.create(path, tables=1) as store:
+        store.insert_many(np.full(5000, hot, dtype=np.uint64), np.arange(100, 5100, dtype=np.uint64))
+        others = random_fps(rng, 2000)
+        store.insert_many(others, np.arange(1, 2001, dtype=np.uint64))
+        store.insert_many(flip(rng, np.full(20, hot, dtype=np.uint64), 2))
+        store.compact()
+        for i in range(100, 110):
+            assert store.delete(hot, i)
+        for i in (5, 3000, 10**12):
+            store.insert(hot, i)
+        volatility = bytes([10] * 64)
+        queries = np.concatenate([flip(rng, np.full(30, hot, dtype=np.uint64), 3), flip(rng, others[:30], 2)])
+        for limit in (1, 3, 10**6):
+            full = store.query_many(queries, 3)
+            cut = store.query_many(queries, 3, max_ids=limit)
+            want, seen = [], {}
+            for row in zip(full.query.tolist(), full.fingerprint.tolist(), full.distance.tolist(), full.id.tolist()):
+                seen[row[:2]] = seen.get(row[:2], 0) + 1
+                if seen[row[:2]] <= limit:
+                    want.append(row)
+            assert list(zip(cut.query.tolist(), cut.fingerprint.tolist(), cut.distance.tolist(), cut.id.tolist())) == want
+            for fp in queries[:40].tolist():
+                for method in (
+                    lambda **kw: store.query(fp, 3, **kw),
+                    lambda **kw: [m for m in [store.query_first(fp, 3, **kw)] if m is not None],
+                    lambda **kw: store.query_probabilistic(fp, volatility, 3, **kw),
+                ):
+                    every = method()
+                    got = method(max_ids=limit)
+                    assert [(m.fingerprint, m.distance, m.ids, m.id_count) for m in got] == [
+                        (m.fingerprint, m.distance, m.ids[:limit], len(m.ids)) for m in every
+                    ]
+                    assert all(m.id_count == len(m.ids) for m in every)
+        assert [m.id_count for m in store.query(hot, 0, max_ids=1)] == [5000 - 10 + 2]  # 3000 was stored already
+        assert store.query(hot, 0, max_ids=1)[0].ids == [5]
+        for bad in (0, -1):
+            with pytest.raises(simstore.InvalidArgumentError):
+                store.query(hot, 0, max_ids=bad)
