@@ -13,7 +13,7 @@
 
 use std::collections::HashMap;
 use std::fs::{File, OpenOptions};
-use std::io::{BufRead, BufReader, IsTerminal, Seek, Write};
+use std::io::{BufRead, BufReader, IsTerminal, Read, Seek, Write};
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
@@ -32,59 +32,221 @@ const MAX_DISTANCE: u32 = 8;
 /// Name of the decision log inside the store directory.
 pub const LOG_NAME: &str = "dedup.log";
 
-/// The decision log: output lines by sequence number.
+/// The decision log: output lines by sequence number. In memory, only
+/// where each line starts and the sequence number of each name; a line
+/// is read back from the file when a rerun prints it again or a later
+/// document names its document (a log of millions of decisions is read
+/// once at open, each line parsed once, and not held).
 struct Log {
     file: File,
-    names: Vec<String>,
-    lines: HashMap<String, String>,
+    /// The same file, read from.
+    reader: File,
+    /// Where the line of each sequence number starts.
+    offsets: Vec<u64>,
+    /// Where the next line goes (the log's length).
+    end: u64,
+    /// The sequence number of each document name logged, by a hash of the
+    /// name (a match is confirmed by reading the name back: a lookup of a
+    /// new document's name reads nothing).
+    seqs: HashMap<u64, u64>,
+    /// Names whose hash an earlier name has, with their sequence numbers.
+    clashes: HashMap<String, u64>,
+    /// The hash of names.
+    hash: fn(&str) -> u64,
+    /// Names read back, by sequence number (up to [`NAMES_KEPT`]): the
+    /// copies of one page name the same earlier document.
+    names: HashMap<u64, String>,
 }
+
+/// Names read back from the log that [`Log`] keeps at most.
+const NAMES_KEPT: usize = 1 << 16;
 
 impl Log {
     /// Opens the log, dropping a torn last line left by a crash.
     fn open(dir: &Path) -> Result<Self, Failure> {
+        Self::open_with(dir, name_hash)
+    }
+
+    /// [`open`](Self::open) with `hash` as the hash of names.
+    fn open_with(dir: &Path, hash: fn(&str) -> u64) -> Result<Self, Failure> {
         let path = dir.join(LOG_NAME);
-        let mut file = OpenOptions::new()
+        let file = OpenOptions::new()
             .create(true)
             .read(true)
             .append(true)
             .open(&path)?;
-        let mut names = Vec::new();
-        let mut lines = HashMap::new();
+        let mut log = Self {
+            reader: File::open(&path)?,
+            file,
+            offsets: Vec::new(),
+            end: 0,
+            seqs: HashMap::new(),
+            clashes: HashMap::new(),
+            hash,
+            names: HashMap::new(),
+        };
         let mut good = 0u64;
-        for line in BufReader::new(&file).split(b'\n') {
-            let line = line?;
-            let Some((seq, name, out)) = parse_log_line(&line) else {
-                break;
-            };
-            if seq != names.len() as u64 {
+        let mut reader = BufReader::with_capacity(1 << 20, File::open(&path)?);
+        let mut line = Vec::new();
+        loop {
+            line.clear();
+            if reader.read_until(b'\n', &mut line)? == 0 {
                 break;
             }
+            if line.pop() != Some(b'\n') {
+                // A torn last line.
+                break;
+            }
+            let Some((seq, name, _)) = log_line(&line) else {
+                break;
+            };
+            if seq != log.len() {
+                break;
+            }
+            log.offsets.push(good);
             good += line.len() as u64 + 1;
-            names.push(name.clone());
-            lines.insert(name, out);
+            log.end = good;
+            log.remember(name, seq)?;
         }
-        if file.metadata()?.len() != good {
-            file.set_len(good)?;
-            file.seek(std::io::SeekFrom::End(0))?;
+        if log.file.metadata()?.len() != good {
+            log.file.set_len(good)?;
+            log.file.seek(std::io::SeekFrom::End(0))?;
         }
-        Ok(Self { file, names, lines })
+        Ok(log)
     }
 
+    /// Records that `name` was logged as `seq`.
+    fn remember(&mut self, name: String, seq: u64) -> Result<(), Failure> {
+        let h = (self.hash)(&name);
+        match self.seqs.get(&h).copied() {
+            Some(other) if self.entry(other)?.0 != name => {
+                self.clashes.insert(name, seq);
+            }
+            _ => {
+                self.seqs.insert(h, seq);
+            }
+        }
+        Ok(())
+    }
+
+    /// The name of the document logged as `seq` (below [`len`](Self::len)).
+    fn name(&mut self, seq: u64) -> Result<String, Failure> {
+        if let Some(name) = self.names.get(&seq) {
+            return Ok(name.clone());
+        }
+        let name = self.entry(seq)?.0;
+        if self.names.len() >= NAMES_KEPT {
+            self.names.clear();
+        }
+        self.names.insert(seq, name.clone());
+        Ok(name)
+    }
+
+    /// Decisions logged.
+    fn len(&self) -> u64 {
+        self.offsets.len() as u64
+    }
+
+    /// The sequence number of the document named `name`, if logged.
+    fn seq_of(&mut self, name: &str) -> Result<Option<u64>, Failure> {
+        if let Some(&seq) = self.clashes.get(name) {
+            return Ok(Some(seq));
+        }
+        match self.seqs.get(&(self.hash)(name)).copied() {
+            Some(seq) if self.entry(seq)?.0 == name => Ok(Some(seq)),
+            _ => Ok(None),
+        }
+    }
+
+    /// The document name and output line logged for `seq` (below
+    /// [`len`](Self::len)), read back from the file.
+    fn entry(&mut self, seq: u64) -> Result<(String, String), Failure> {
+        let at = self.offsets[seq as usize];
+        let next = self
+            .offsets
+            .get(seq as usize + 1)
+            .copied()
+            .unwrap_or(self.end);
+        let mut line = vec![0; (next - at).saturating_sub(1) as usize];
+        self.reader.seek(std::io::SeekFrom::Start(at))?;
+        self.reader.read_exact(&mut line)?;
+        let (_, name, out) = log_line(&line).ok_or_else(|| {
+            Failure::from(std::io::Error::new(
+                std::io::ErrorKind::InvalidData,
+                format!("{LOG_NAME}: the line of document {seq} changed since it was read"),
+            ))
+        })?;
+        Ok((name, out))
+    }
+
+    /// Appends the decisions of `entries` (document name, output line),
+    /// durably, as the next sequence numbers.
     fn append(&mut self, entries: &[(String, String)]) -> Result<(), Failure> {
+        let first = self.len();
         let mut buf = String::new();
-        for (name, out) in entries {
+        let mut starts = Vec::with_capacity(entries.len());
+        for (i, (_, out)) in entries.iter().enumerate() {
+            starts.push(self.end + buf.len() as u64);
             buf.push_str(&format!(
                 "{{\"seq\":{},\"line\":{}}}\n",
-                self.names.len(),
+                first + i as u64,
                 json::string(out)
             ));
-            self.names.push(name.clone());
-            self.lines.insert(name.clone(), out.clone());
         }
         self.file.write_all(buf.as_bytes())?;
         self.file.sync_data()?;
+        self.offsets.extend(starts);
+        self.end += buf.len() as u64;
+        for (i, (name, _)) in entries.iter().enumerate() {
+            self.remember(name.clone(), first + i as u64)?;
+        }
         Ok(())
     }
+}
+
+/// The hash of a document name in [`Log`] (SipHash with fixed keys).
+fn name_hash(name: &str) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    name.hash(&mut h);
+    h.finish()
+}
+
+/// `(seq, document name, output line)` of one log line,
+/// `{"seq":N,"line":"…"}` with the output line (`{"id":NAME,…}`) as a
+/// JSON string: read without building JSON values (a log of millions of
+/// lines is read at every start), else as [`parse_log_line`] reads it.
+fn log_line(line: &[u8]) -> Option<(u64, String, String)> {
+    let fast = || {
+        let rest = line.strip_prefix(b"{\"seq\":")?;
+        let digits = rest.iter().take_while(|c| c.is_ascii_digit()).count();
+        let seq = std::str::from_utf8(&rest[..digits]).ok()?.parse().ok()?;
+        let literal = rest[digits..]
+            .strip_prefix(b",\"line\":")?
+            .strip_suffix(b"}")?;
+        let out: String = serde_json::from_slice(literal).ok()?;
+        let name = out.strip_prefix("{\"id\":")?;
+        let name: String = serde_json::from_str(&name[..string_end(name.as_bytes())?]).ok()?;
+        Some((seq, name, out))
+    };
+    fast().or_else(|| parse_log_line(line))
+}
+
+/// Where the JSON string literal that `text` starts with ends (the byte
+/// after its closing quote).
+fn string_end(text: &[u8]) -> Option<usize> {
+    if text.first() != Some(&b'"') {
+        return None;
+    }
+    let mut i = 1;
+    while i < text.len() {
+        match text[i] {
+            b'\\' => i += 2,
+            b'"' => return Some(i + 1),
+            _ => i += 1,
+        }
+    }
+    None
 }
 
 /// `(seq, document name, output line)` of one log line.
@@ -293,8 +455,8 @@ impl Dedup<'_> {
                 }
             };
             counts.documents += 1;
-            if let Some(line) = log.lines.get(&doc.name) {
-                lines.push(Line::Logged(line.clone()));
+            if let Some(seq) = log.seq_of(&doc.name)? {
+                lines.push(Line::Logged(log.entry(seq)?.1));
             } else if let Some(i) = names.iter().position(|n| *n == doc.name) {
                 lines.push(Line::Decided(i));
             } else {
@@ -303,41 +465,39 @@ impl Dedup<'_> {
                 candidates.push(candidate);
             }
         }
-        let first_seq = log.names.len() as u64;
+        let first_seq = log.len();
         let decided = dedup.decide(first_seq, &candidates)?;
-        let entries: Vec<(String, String)> = names
-            .iter()
-            .zip(&candidates)
-            .zip(&decided)
-            .map(|((name, doc), earlier)| {
-                let duplicate_of = match earlier {
-                    Some(e) => {
-                        let of = log
-                            .names
-                            .get(e.seq as usize)
-                            .or_else(|| names.get((e.seq - first_seq) as usize))
+        let mut entries: Vec<(String, String)> = Vec::with_capacity(names.len());
+        for ((name, doc), earlier) in names.iter().zip(&candidates).zip(&decided) {
+            let duplicate_of = match earlier {
+                Some(e) => {
+                    let of = if e.seq < first_seq {
+                        log.name(e.seq)?
+                    } else {
+                        names
+                            .get((e.seq - first_seq) as usize)
                             .cloned()
-                            .unwrap_or_else(|| e.seq.to_string());
-                        let similarity = e
-                            .similarity
-                            .map_or(String::new(), |s| format!(",\"similarity\":{s:.3}"));
-                        format!(
-                            "{{\"id\":{},\"fingerprint\":\"{:016x}\",\"distance\":{}{similarity}}}",
-                            json::string(&of),
-                            e.fingerprint,
-                            e.distance
-                        )
-                    }
-                    None => "null".to_string(),
-                };
-                let line = format!(
-                    "{{\"id\":{},\"fingerprint\":\"{:016x}\",\"duplicate_of\":{duplicate_of}}}",
-                    json::string(name),
-                    doc.fingerprint
-                );
-                (name.clone(), line)
-            })
-            .collect();
+                            .unwrap_or_else(|| e.seq.to_string())
+                    };
+                    let similarity = e
+                        .similarity
+                        .map_or(String::new(), |s| format!(",\"similarity\":{s:.3}"));
+                    format!(
+                        "{{\"id\":{},\"fingerprint\":\"{:016x}\",\"distance\":{}{similarity}}}",
+                        json::string(&of),
+                        e.fingerprint,
+                        e.distance
+                    )
+                }
+                None => "null".to_string(),
+            };
+            let line = format!(
+                "{{\"id\":{},\"fingerprint\":\"{:016x}\",\"duplicate_of\":{duplicate_of}}}",
+                json::string(name),
+                doc.fingerprint
+            );
+            entries.push((name.clone(), line));
+        }
         log.append(&entries)?;
         for line in lines {
             let line = match &line {
@@ -385,5 +545,88 @@ impl Dedup<'_> {
                 })
             }
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn log_lines_are_read_as_json_reads_them() {
+        let names = [
+            "0",
+            "a/b c.txt",
+            "quote \" and backslash \\ and \\\"",
+            "tab\tnew\nline\u{1}",
+            "ünïcødé ✓ 𝄞",
+            "",
+            "{\"id\":\"not me\"}",
+        ];
+        for (seq, name) in names.iter().enumerate() {
+            let out = format!(
+                "{{\"id\":{},\"fingerprint\":\"00000000000000ff\",\"duplicate_of\":{{\"id\":{},\"distance\":1}}}}",
+                json::string(name),
+                json::string("earlier \" one")
+            );
+            let line = format!("{{\"seq\":{seq},\"line\":{}}}", json::string(&out));
+            let want = (seq as u64, name.to_string(), out.clone());
+            assert_eq!(
+                parse_log_line(line.as_bytes()),
+                Some(want.clone()),
+                "{name:?}"
+            );
+            assert_eq!(log_line(line.as_bytes()), Some(want.clone()), "{name:?}");
+            // Laid out otherwise (as another writer might): the slow way.
+            let spaced = format!("{{ \"seq\": {seq}, \"line\": {} }}", json::string(&out));
+            assert_eq!(log_line(spaced.as_bytes()), Some(want), "{name:?}");
+            // Torn anywhere: not a line.
+            for cut in 0..line.len() {
+                assert_eq!(
+                    log_line(&line.as_bytes()[..cut]),
+                    None,
+                    "{name:?} cut at {cut}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn names_are_found_whatever_their_hashes() {
+        // Every name with one hash (each lookup then reads names back), and
+        // with the real one; across reopening; names absent from the log.
+        let out = |name: &str| format!("{{\"id\":{},\"duplicate_of\":null}}", json::string(name));
+        let names = ["a", "b", "a b", "\"quoted\"", ""];
+        for hash in [(|_: &str| 7) as fn(&str) -> u64, name_hash] {
+            let dir = tempfile::tempdir().unwrap();
+            let mut log = Log::open_with(dir.path(), hash).ok().unwrap();
+            let entries: Vec<(String, String)> =
+                names.iter().map(|n| (n.to_string(), out(n))).collect();
+            log.append(&entries[..2]).ok().unwrap();
+            log.append(&entries[2..]).ok().unwrap();
+            for _ in 0..2 {
+                for (seq, name) in names.iter().enumerate() {
+                    assert_eq!(log.seq_of(name).ok().unwrap(), Some(seq as u64), "{name:?}");
+                    assert_eq!(
+                        log.entry(seq as u64).ok().unwrap(),
+                        (name.to_string(), out(name))
+                    );
+                    assert_eq!(log.name(seq as u64).ok().unwrap(), *name);
+                }
+                for absent in ["c", "a ", "\"quoted"] {
+                    assert_eq!(log.seq_of(absent).ok().unwrap(), None, "{absent:?}");
+                }
+                drop(log);
+                log = Log::open_with(dir.path(), hash).ok().unwrap();
+                assert_eq!(log.len(), names.len() as u64);
+            }
+        }
+    }
+
+    #[test]
+    fn json_string_literals_end_where_json_says() {
+        assert_eq!(string_end(b"\"a\\\"b\" rest"), Some(6));
+        assert_eq!(string_end(b"\"unterminated\\\""), None);
+        assert_eq!(string_end(b"no quote"), None);
     }
 }

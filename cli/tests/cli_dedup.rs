@@ -495,3 +495,54 @@ fn idf_sample_decisions_match_brute_force() {
     simstore(&["dedup", p, d]);
     assert_eq!(code(&["dedup", p, "--idf-sample", "6", d]), Some(4));
 }
+
+/// Later runs name the documents of earlier runs they duplicate: each run
+/// adds copies of pages first seen in every earlier run (names that
+/// need quoting among them), and every decision must name the page it
+/// copies, read back from the decision log.
+#[test]
+fn duplicates_of_documents_of_earlier_runs_name_them() {
+    let tmp = tempfile::tempdir().unwrap();
+    let store = tmp.path().join("store");
+    let s = store.to_str().unwrap();
+    let page = |p: usize| -> String {
+        (0..300)
+            .map(|w| format!("p{p}w{}", (w * 7 + p * 13) % 1000))
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
+    let name = |p: usize, copy: usize| format!("page \"{p}\" \\ copy {copy}");
+    for run in 0..4 {
+        let mut lines = String::new();
+        let mut want = Vec::new();
+        // Copies of every earlier run's pages, then this run's new pages.
+        for p in 0..run * 5 {
+            lines.push_str(&format!(
+                "{{\"id\":{},\"text\":{}}}\n",
+                serde_json::to_string(&name(p, run)).unwrap(),
+                serde_json::to_string(&page(p)).unwrap()
+            ));
+            want.push((name(p, run), Some(name(p, p / 5))));
+        }
+        for p in run * 5..run * 5 + 5 {
+            lines.push_str(&format!(
+                "{{\"id\":{},\"text\":{}}}\n",
+                serde_json::to_string(&name(p, run)).unwrap(),
+                serde_json::to_string(&page(p)).unwrap()
+            ));
+            want.push((name(p, run), None));
+        }
+        let input = tmp.path().join(format!("run{run}.jsonl"));
+        std::fs::write(&input, lines).unwrap();
+        let out = simstore(&["dedup", "--jsonl", s, input.to_str().unwrap()]);
+        let got: Vec<(String, Option<String>)> = out
+            .lines()
+            .map(|l| {
+                let v: serde_json::Value = serde_json::from_str(l).unwrap();
+                let of = v["duplicate_of"]["id"].as_str().map(str::to_string);
+                (v["id"].as_str().unwrap().to_string(), of)
+            })
+            .collect();
+        assert_eq!(got, want, "run {run}");
+    }
+}
