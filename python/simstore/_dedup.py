@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+from array import array
 from itertools import islice
 from typing import Any, Iterable, Iterator, NamedTuple, Optional, Tuple, Union
 
@@ -20,6 +21,9 @@ __all__ = ["Decision", "dedup"]
 
 #: Name of the decision log inside the store directory.
 LOG_NAME = "dedup.log"
+
+#: The hash of document names in the decision log's index.
+_name_hash = hash
 
 
 class Decision(NamedTuple):
@@ -49,46 +53,127 @@ class Decision(NamedTuple):
 class _Log:
     """The decision log: one JSON line per decided document, by sequence
     number, ``{"seq": n, "line": <the decision as simstore dedup prints it>}``.
-    A torn last line (a crash while appending) is dropped."""
+    A torn last line (a crash while appending) is dropped.
+
+    Held as where each line starts and the sequence number of each name by
+    its hash (a name whose hash an earlier one has is kept whole); a line is
+    read back from the file when a rerun gives its decision again or a later
+    document names its document, so a log of millions of decisions costs a
+    few bytes a decision in memory."""
 
     def __init__(self, directory: Union[str, os.PathLike]) -> None:
         self.path = os.path.join(os.fspath(directory), LOG_NAME)
-        self.names: list = []
-        self.lines: dict = {}
-        good = 0
-        if os.path.exists(self.path):
-            with open(self.path, "rb") as f:
-                for raw in f:
-                    try:
-                        entry = json.loads(raw)
-                        line = entry["line"]
-                        name = json.loads(line)["id"]
-                        ok = raw.endswith(b"\n") and entry["seq"] == len(self.names) and isinstance(name, str)
-                    except (ValueError, KeyError, TypeError):
-                        ok = False
-                    if not ok:
-                        break
-                    good += len(raw)
-                    self.names.append(name)
-                    self.lines[name] = line
-            if os.path.getsize(self.path) != good:
-                with open(self.path, "r+b") as f:
-                    f.truncate(good)
+        self.offsets = array("Q")
+        self.end = 0
+        self.seqs: dict = {}
+        self.clashes: dict = {}
+        self.names: dict = {}
+        if not os.path.exists(self.path):
+            open(self.path, "ab").close()
+        self.reader = open(self.path, "rb", buffering=0)  # appended to while open
+        with open(self.path, "rb") as f:
+            for raw in f:
+                entry = _parse(raw) if raw.endswith(b"\n") else None
+                if entry is None or entry[0] != len(self.offsets):
+                    break
+                self.offsets.append(self.end)
+                self.end += len(raw)
+                self._remember(entry[1], entry[0])
+        if os.path.getsize(self.path) != self.end:
+            with open(self.path, "r+b") as f:
+                f.truncate(self.end)
         self.file = open(self.path, "ab")
 
+    def __len__(self) -> int:
+        return len(self.offsets)
+
+    def entry(self, seq: int) -> Tuple[str, str]:
+        """The name and decision line logged as ``seq``, read back."""
+        at = self.offsets[seq]
+        end = self.offsets[seq + 1] if seq + 1 < len(self.offsets) else self.end
+        self.reader.seek(at)
+        entry = _parse(self.reader.read(end - at))
+        if entry is None:
+            raise RuntimeError(f"{LOG_NAME}: the line of document {seq} changed since it was read")
+        return entry[1], entry[2]
+
+    def name(self, seq: int) -> str:
+        """The name logged as ``seq`` (those read back are kept, a few)."""
+        if seq not in self.names:
+            if len(self.names) >= 1 << 16:
+                self.names.clear()
+            self.names[seq] = self.entry(seq)[0]
+        return self.names[seq]
+
+    def seq_of(self, name: str) -> Optional[int]:
+        """The sequence number of the document named ``name``, if logged."""
+        if name in self.clashes:
+            return self.clashes[name]
+        seq = self.seqs.get(_name_hash(name))
+        if seq is not None and self.entry(seq)[0] == name:
+            return seq
+        return None
+
+    def _remember(self, name: str, seq: int) -> None:
+        other = self.seqs.get(_name_hash(name))
+        if other is not None and self.entry(other)[0] != name:
+            self.clashes[name] = seq
+        else:
+            self.seqs[_name_hash(name)] = seq
+
     def append(self, entries: list) -> None:
-        out = []
-        for name, line in entries:
-            out.append(json.dumps({"seq": len(self.names), "line": line}, ensure_ascii=False, separators=(",", ":")))
-            self.names.append(name)
-            self.lines[name] = line
-        if out:
-            self.file.write(("\n".join(out) + "\n").encode())
-            self.file.flush()
-            os.fsync(self.file.fileno())
+        first = len(self.offsets)
+        out = [
+            json.dumps({"seq": first + i, "line": line}, ensure_ascii=False, separators=(",", ":")).encode() + b"\n"
+            for i, (_, line) in enumerate(entries)
+        ]
+        if not out:
+            return
+        self.file.write(b"".join(out))
+        self.file.flush()
+        os.fsync(self.file.fileno())
+        for i, ((name, _), raw) in enumerate(zip(entries, out)):
+            self.offsets.append(self.end)
+            self.end += len(raw)
+            self._remember(name, first + i)
 
     def close(self) -> None:
         self.file.close()
+        self.reader.close()
+
+
+_DECODER = json.JSONDecoder()
+
+
+def _parse(raw: bytes) -> Optional[Tuple[int, str, str]]:
+    """``(seq, name, line)`` of one log line, or ``None`` when it is not one:
+    the layout the log is written in read directly (the decision line's id
+    only, not all of it: a log of millions of lines is read at every start),
+    any other by JSON values."""
+    if raw.startswith(b'{"seq":'):
+        try:
+            comma = raw.index(b',"line":', 7)
+            digits = raw[7:comma]
+            line = json.loads(raw[comma + 8 : raw.rindex(b"}")])
+            if digits.isdigit() and isinstance(line, str) and line.startswith('{"id":'):
+                at = 6
+                while line[at : at + 1] == " ":
+                    at += 1
+                name, _ = _DECODER.raw_decode(line, at)
+                if isinstance(name, str):
+                    return int(digits), name, line
+        except ValueError:
+            pass
+    try:
+        entry = json.loads(raw)
+        line = entry["line"]
+        name = json.loads(line)["id"]
+        seq = entry["seq"]
+    except (ValueError, KeyError, TypeError):
+        return None
+    if not isinstance(name, str) or not isinstance(line, str) or not isinstance(seq, int):
+        return None
+    return seq, name, line
 
 
 def _line(name: str, fingerprint: int, earlier: Optional[Tuple[str, int, int, Optional[float]]]) -> str:
@@ -181,8 +266,9 @@ def _decide(session: DedupSession, log: _Log, batch: list) -> Iterator[Decision]
         if not isinstance(text, str):
             raise InvalidTypeError(f"the text of document {doc_id!r} must be a str, not {type(text).__name__}")
         name = str(doc_id)
-        if name in log.lines:
-            plan.append(("logged", doc_id, log.lines[name]))
+        logged = log.seq_of(name)
+        if logged is not None:
+            plan.append(("logged", doc_id, log.entry(logged)[1]))
         elif name in names:
             plan.append(("same", doc_id, names.index(name)))
         else:
@@ -190,7 +276,7 @@ def _decide(session: DedupSession, log: _Log, batch: list) -> Iterator[Decision]
             names.append(name)
             ids.append(doc_id)
             texts.append(text)
-    first_seq = len(log.names)
+    first_seq = len(log)
     decided = session.decide(texts, first_seq)
     # Documents with words are numbered in order; the others are skipped.
     seq_of: list = []
@@ -214,8 +300,8 @@ def _decide(session: DedupSession, log: _Log, batch: list) -> Iterator[Decision]
         if of_seq in by_seq:
             of_id = ids[by_seq[of_seq]]
             of_name = names[by_seq[of_seq]]
-        elif of_seq < len(log.names):
-            of_id = of_name = log.names[of_seq]
+        elif of_seq < len(log):
+            of_id = of_name = log.name(of_seq)
         else:
             of_id = of_name = str(of_seq)
         entries.append((names[i], _line(names[i], fp, (of_name, of_fp, distance, sim))))

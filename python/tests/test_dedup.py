@@ -122,3 +122,52 @@ def test_dedup_bad_input(tmp_path):
     gen.close()
     with simstore.Store.open(tmp_path / "x") as store:
         assert store.ids(simstore.Fingerprinter().fingerprint("x y z")) == [0]
+
+
+@pytest.mark.parametrize("clash", [False, True])
+def test_the_log_finds_names_whatever_their_hashes(tmp_path, monkeypatch, clash):
+    # Every name with one hash (each lookup then reads names back), or the
+    # real one; across reopening and a torn last line.
+    from simstore import _dedup
+
+    if clash:
+        monkeypatch.setattr(_dedup, "_name_hash", lambda s: 7)
+    names = ["a", "b", "a b", '"q"', ""]
+    lines = [json.dumps({"id": n, "duplicate_of": None}) for n in names]
+    log = _dedup._Log(tmp_path)
+    log.append(list(zip(names[:2], lines[:2])))
+    log.append(list(zip(names[2:], lines[2:])))
+    for _ in range(2):
+        for seq, name in enumerate(names):
+            assert log.seq_of(name) == seq
+            assert log.entry(seq) == (name, lines[seq])
+            assert log.name(seq) == name
+        for absent in ["c", "a ", '"q']:
+            assert log.seq_of(absent) is None
+        log.close()
+        log = _dedup._Log(tmp_path)
+        assert len(log) == len(names)
+    log.close()
+    with open(tmp_path / "dedup.log", "ab") as f:
+        f.write(b'{"seq":5,"li')
+    log = _dedup._Log(tmp_path)
+    assert len(log) == 5 and log.seq_of("a") == 0
+    log.append([("z", json.dumps({"id": "z"}))])
+    assert log.seq_of("z") == 5 and log.entry(5)[0] == "z" and log.seq_of('"q"') == 3
+    log.close()
+
+
+def test_log_lines_are_read_as_json_reads_them():
+    from simstore import _dedup
+
+    for name in ["0", "a/b c", 'quote " and \\ backslash', "tab\tnew\nline\x01", "ünï ✓ 𝄞", ""]:
+        for earlier in [None, ("earlier \" one", 255, 2, 0.875)]:
+            for line in [
+                _dedup._line(name, 0xFF, earlier),
+                json.dumps({"id": name, "fingerprint": "00000000000000ff", "duplicate_of": None}, separators=(",", ":")),
+            ]:
+                raw = json.dumps({"seq": 3, "line": line}, ensure_ascii=False, separators=(",", ":")).encode()
+                assert _dedup._parse(raw + b"\n") == (3, name, line)
+                assert _dedup._parse(json.dumps({"seq": 3, "line": line}).encode()) == (3, name, line)
+                for cut in range(len(raw) - 1):
+                    assert _dedup._parse(raw[:cut]) is None, (name, cut)
