@@ -263,10 +263,7 @@ pub fn query(
         });
         let mut printer = Printer::new(max_ids);
         for chunk in queries.chunks(QUERY_BATCH) {
-            let results = match max_ids {
-                Some(n) => store.query_many_max_ids(chunk, k, false, n)?,
-                None => store.query_many(chunk, k)?,
-            };
+            let results = ask(store, chunk, k, false, max_ids)?;
             for (q, matches) in chunk.iter().zip(&results) {
                 printer.write(out, *q, matches)?;
             }
