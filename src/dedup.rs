@@ -11,7 +11,8 @@
 //! the nearest candidate, the earliest among equals. With a similarity
 //! threshold, candidates must also pass the sketch re-check
 //! ([`Sketch::recheck`]) and the most similar wins, then the nearest,
-//! then the earliest. Ignoring ids at or past a document's own number
+//! then the earliest; only the nearest (then earliest) candidates are
+//! re-checked, at most [`Deduper::max_candidates`]. Ignoring ids at or past a document's own number
 //! makes a batch that is decided again after a crash (stored, not yet
 //! recorded by the caller) come out the same.
 
@@ -26,6 +27,9 @@ use crate::{Budget, Error, Op, Result, Store};
 /// copies is the answer, as it is for a page stored many times; all are
 /// listed when the answer lies past them.
 const FIRST_IDS: usize = 16;
+
+/// The default of [`Deduper::max_candidates`].
+pub const MAX_CANDIDATES: usize = 1_000;
 
 /// A document to decide: its fingerprint, and with a similarity threshold
 /// its sketch (whose [`Sketch::fingerprint`] is then its fingerprint).
@@ -79,6 +83,7 @@ pub struct Deduper<'s> {
     k: u32,
     similarity: Option<f64>,
     probabilistic: Option<Budget>,
+    max_candidates: usize,
 }
 
 impl<'s> Deduper<'s> {
@@ -115,7 +120,30 @@ impl<'s> Deduper<'s> {
             k,
             similarity,
             probabilistic: None,
+            max_candidates: MAX_CANDIDATES,
         })
+    }
+
+    /// Re-checks at most `n` candidates a document (default
+    /// [`MAX_CANDIDATES`]): the nearest, then the earliest, of those with
+    /// sketches. Pages that share a template without being near-duplicates
+    /// can be within the query distance of thousands of earlier pages;
+    /// reading every one's sketch would make each such page cost time in
+    /// proportion to the pages stored before it. A near-duplicate of a
+    /// page is rarely farther than `n` of that template's other pages, and
+    /// when it is, the document is taken as new (a page kept, never one
+    /// dropped). The re-check's bar is the one for the candidates read.
+    /// Matters only when deciding by similarity.
+    ///
+    /// Fails with [`Error::InvalidArgument`] for `n = 0`.
+    pub fn max_candidates(mut self, n: usize) -> Result<Self> {
+        if n == 0 {
+            return Err(Error::InvalidArgument(
+                "at least one candidate must be re-checked".into(),
+            ));
+        }
+        self.max_candidates = n;
+        Ok(self)
     }
 
     /// Finds candidates by probabilistic queries within `budget`
@@ -222,11 +250,12 @@ impl<'s> Deduper<'s> {
 
     /// Most similar, then nearest, then earliest, among the stored and
     /// fresh documents before `seq` within `k` whose sketches pass the
-    /// re-check at `j` among all of them.
+    /// re-check at `j` among the first `max_candidates` of them, nearest,
+    /// then earliest, first.
     ///
-    /// Candidates are read nearest, then earliest, first, and the first
+    /// Candidates are read in that order, and the first
     /// with similarity 1 that passes the re-check among as many
-    /// candidates as there are ids (at least as many as have sketches, so
+    /// candidates as there are ids, up to `max_candidates` (at least as many as have sketches, so
     /// a bar at least as high) is the answer: none can be more similar,
     /// and the bar is the same for every pair its sizes allow, so none
     /// before it with similarity 1 passed either. The copies of an empty
@@ -295,10 +324,14 @@ impl<'s> Deduper<'s> {
                 sketches.push(other);
             }
         }
-        let most = sketches.len() + lists.iter().map(|l| l.3).sum::<usize>();
+        let most =
+            (sketches.len() + lists.iter().map(|l| l.3).sum::<usize>()).min(self.max_candidates);
         // Those with sketches: (seq, fp, distance, sketch).
         let mut within = Vec::new();
-        while let Some(Reverse(((distance, s, is_fresh, f), at, place))) = order.pop() {
+        while within.len() < self.max_candidates {
+            let Some(Reverse(((distance, s, is_fresh, f), at, place))) = order.pop() else {
+                break;
+            };
             // Whether this list has ids past those listed.
             let mut cut = false;
             let other = if is_fresh {

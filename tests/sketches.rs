@@ -377,3 +377,92 @@ fn dedup_by_similarity_among_many_copies_matches_brute_force() {
         }
     }
 }
+
+/// `Deduper` by similarity with a cap on the candidates re-checked, against
+/// a brute force that re-checks only the nearest (then earliest) `cap`
+/// earlier documents within the distance: documents of one dense cluster
+/// (every fingerprint a few bits from one, sketches a few estimate bits
+/// from one, exact copies among them), so that most documents have more
+/// candidates than the cap and the most similar is often not the nearest.
+#[test]
+fn dedup_by_similarity_rechecks_the_nearest_candidates_up_to_its_cap() {
+    use simstore::dedup::{Candidate, Deduper};
+    let mut rng = Rng(0xca9);
+    let mut base = [0u8; 64];
+    for b in base.iter_mut() {
+        *b = rng.next() as u8;
+    }
+    base[62..].copy_from_slice(&1000u16.to_le_bytes());
+    // Flips `bits` bits (not always distinct) among `range` from `from`.
+    let flip = |bytes: &mut [u8; 64], from: usize, range: u64, bits: usize, rng: &mut Rng| {
+        for _ in 0..bits {
+            let bit = from + (rng.next() % range) as usize;
+            bytes[bit / 8] ^= 1 << (bit % 8);
+        }
+    };
+    let mut docs: Vec<Sketch> = Vec::new();
+    for i in 0..160usize {
+        if i % 9 == 8 {
+            // An exact copy of an earlier document.
+            let e = (rng.next() % i as u64) as usize;
+            docs.push(docs[e]);
+            continue;
+        }
+        let mut s = base;
+        let fp_bits = (rng.next() % 5) as usize;
+        flip(&mut s, 0, 64, fp_bits, &mut rng);
+        let est_bits = [0, 4, 10, 20, 35][(rng.next() % 5) as usize];
+        flip(&mut s, 64, 432, est_bits, &mut rng);
+        docs.push(Sketch::from_bytes(s));
+    }
+    let j = 0.8;
+    let mut capped = 0usize;
+    for (cap, batch) in [(1usize, 1usize), (4, 7), (16, 1), (16, 5), (1000, 3)] {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::create(dir.path(), &Options::new().sketches(true)).unwrap();
+        let dedup = Deduper::new(&store, None, Some(j))
+            .unwrap()
+            .max_candidates(cap)
+            .unwrap();
+        let k = dedup.k();
+        let mut got = Vec::new();
+        for (b, chunk) in docs.chunks(batch).enumerate() {
+            let candidates: Vec<Candidate> = chunk
+                .iter()
+                .map(|s| Candidate {
+                    fingerprint: s.fingerprint(),
+                    sketch: Some(*s),
+                    volatility: None,
+                })
+                .collect();
+            got.extend(dedup.decide((b * batch) as u64, &candidates).unwrap());
+        }
+        for (i, doc) in docs.iter().enumerate() {
+            let distance = |e: usize| (docs[e].fingerprint() ^ doc.fingerprint()).count_ones();
+            let mut within: Vec<usize> = (0..i).filter(|&e| distance(e) <= k).collect();
+            within.sort_by_key(|&e| (distance(e), e));
+            capped += usize::from(within.len() > cap);
+            within.truncate(cap);
+            let want = within
+                .iter()
+                .filter_map(|&e| Some((distance(e), doc.recheck(&docs[e], j, within.len())?, e)))
+                .min_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)).then(a.2.cmp(&b.2)));
+            let got = got[i]
+                .as_ref()
+                .map(|e| (e.distance, e.similarity.unwrap(), e.seq as usize));
+            assert_eq!(got, want, "document {i}, cap {cap}, batches of {batch}");
+        }
+    }
+    assert!(
+        capped > 300,
+        "documents with more candidates than the cap: {capped}"
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::create(dir.path(), &Options::new().sketches(true)).unwrap();
+    assert!(matches!(
+        Deduper::new(&store, None, Some(j))
+            .unwrap()
+            .max_candidates(0),
+        Err(Error::InvalidArgument(_))
+    ));
+}

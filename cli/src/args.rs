@@ -38,6 +38,14 @@ fn parse_recall(s: &str) -> Result<f64, String> {
     }
 }
 
+/// Parses a count of at least one.
+fn at_least_one(s: &str) -> Result<usize, String> {
+    match s.parse::<usize>() {
+        Ok(n) if n >= 1 => Ok(n),
+        _ => Err(format!("{s:?} is not a count of at least 1")),
+    }
+}
+
 /// Parses `123`, `64K`, `512M`, `2G` or `1T` (powers of 1024).
 fn parse_bytes(text: &str) -> Result<u64, String> {
     let (digits, shift) = match text.char_indices().last() {
@@ -214,6 +222,15 @@ pub enum Command {
         /// document is stored.
         #[arg(long, value_parser = jaccard)]
         similarity: Option<f64>,
+        /// With --similarity: re-check at most this many candidates a
+        /// document, the nearest (then earliest) first, so that pages
+        /// sharing a template cost the same however many of them are
+        /// stored; a near-duplicate farther than that many others is taken
+        /// as new.
+        #[arg(long, requires = "similarity", value_name = "N",
+              default_value_t = simstore::dedup::MAX_CANDIDATES,
+              value_parser = at_least_one)]
+        max_candidates: usize,
         /// Creating the store, learn document frequencies from the first N
         /// documents and keep them with it: every fingerprint of the store
         /// then weighs a feature by term frequency times ln((N + 1) / (df +

@@ -268,6 +268,9 @@ pub struct Dedup<'a> {
     pub k: Option<u32>,
     /// Re-check candidates with sketches at this Jaccard similarity.
     pub similarity: Option<f64>,
+    /// With `similarity`, the candidates re-checked a document at most
+    /// ([`Deduper::max_candidates`]).
+    pub max_candidates: usize,
     /// Creating the store, learn document frequencies from this many
     /// first documents.
     pub idf_sample: Option<usize>,
@@ -289,7 +292,8 @@ impl Dedup<'_> {
     /// Processes every input; returns how many were skipped with warnings.
     pub fn run(&self, inputs: &[PathBuf], out: &mut impl Write) -> Result<usize, Failure> {
         let store = self.open_store(inputs)?;
-        let mut dedup = Deduper::new(&store, self.k, self.similarity)?;
+        let mut dedup =
+            Deduper::new(&store, self.k, self.similarity)?.max_candidates(self.max_candidates)?;
         if let Some(budget) = self.probabilistic {
             dedup = dedup.probabilistic(budget);
         }

@@ -546,3 +546,108 @@ fn duplicates_of_documents_of_earlier_runs_name_them() {
         assert_eq!(got, want, "run {run}");
     }
 }
+
+/// `--max-candidates`: a page of a template nearer to a document than the
+/// document's edited copy hides the copy when one candidate is re-checked,
+/// not with the default; 0 and the flag without `--similarity` are refused.
+#[test]
+fn max_candidates_rechecks_only_the_nearest() {
+    use simstore::simhash::Fingerprinter;
+    let f = Fingerprinter::new();
+    let mut seed = 0x5eed_u64;
+    let mut word = move || {
+        seed = seed
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        format!("w{}", (seed >> 33) % 5000)
+    };
+    let template: Vec<String> = (0..150).map(|_| word()).collect();
+    let own: Vec<String> = (0..30).map(|_| word()).collect();
+    let page = |own: &[String]| format!("{} {}", template.join(" "), own.join(" "));
+    let text = page(&own);
+    let x = f.sketch(&text).unwrap();
+    // An edited copy (three words changed) and a page of the template
+    // nearer to the document than the copy, found by trying pages.
+    let (mut copy, mut other) = (None, None);
+    for _ in 0..20_000 {
+        if copy.is_none() {
+            let mut edited = own.clone();
+            for i in [3, 14, 25] {
+                edited[i] = word();
+            }
+            let q = f.sketch(&page(&edited)).unwrap();
+            let d = (q.fingerprint() ^ x.fingerprint()).count_ones();
+            if (2..=8).contains(&d) && x.recheck(&q, 0.8, 2).is_some() {
+                copy = Some((page(&edited), d));
+            }
+            continue;
+        }
+        let mine: Vec<String> = (0..30).map(|_| word()).collect();
+        let p = f.sketch(&page(&mine)).unwrap();
+        if (p.fingerprint() ^ x.fingerprint()).count_ones() < copy.as_ref().unwrap().1
+            && x.recheck(&p, 0.8, 1).is_none()
+        {
+            other = Some(page(&mine));
+            break;
+        }
+    }
+    let (copy, other) = (
+        copy.expect("an edited copy").0,
+        other.expect("a nearer page"),
+    );
+    let tmp = tempfile::tempdir().unwrap();
+    let input = tmp.path().join("docs.jsonl");
+    let line = |id: &str, text: &str| format!("{{\"id\":\"{id}\",\"text\":\"{text}\"}}\n");
+    std::fs::write(
+        &input,
+        line("copy", &copy) + &line("other", &other) + &line("doc", &text),
+    )
+    .unwrap();
+    let i = input.to_str().unwrap();
+    let decide = |store: &str, extra: &[&str]| -> Vec<String> {
+        let s = tmp.path().join(store);
+        let mut args = vec![
+            "dedup",
+            s.to_str().unwrap(),
+            "--similarity",
+            "0.8",
+            "--jsonl",
+        ];
+        args.extend_from_slice(extra);
+        args.push(i);
+        simstore(&args).lines().map(String::from).collect()
+    };
+    let all = decide("all", &[]);
+    assert!(
+        all[0].ends_with("null}") && all[1].ends_with("null}"),
+        "{all:#?}"
+    );
+    assert!(
+        all[2].contains("\"duplicate_of\":{\"id\":\"copy\""),
+        "{all:#?}"
+    );
+    let one = decide("one", &["--max-candidates", "1"]);
+    assert_eq!(one[..2], all[..2]);
+    assert!(one[2].ends_with("null}"), "{one:#?}");
+    assert_eq!(decide("two", &["--max-candidates", "2"]), all);
+    for bad in [
+        &[
+            "dedup",
+            "x",
+            "--similarity",
+            "0.8",
+            "--max-candidates",
+            "0",
+            i,
+        ][..],
+        &["dedup", "x", "--max-candidates", "5", i][..],
+    ] {
+        let out = Command::new(env!("CARGO_BIN_EXE_simstore"))
+            .current_dir(tmp.path())
+            .args(bad)
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2), "{bad:?}");
+    }
+    assert!(!tmp.path().join("x").exists());
+}

@@ -206,6 +206,7 @@ def dedup(
     html: bool = False,
     fingerprinter: Optional[Fingerprinter] = None,
     chunk: int = 256,
+    max_candidates: Optional[int] = None,
 ) -> Iterator[Decision]:
     """Decides, in order, whether each ``(id, text)`` document is new or a
     near-duplicate of an earlier one, storing the new ones in the store at
@@ -217,7 +218,11 @@ def dedup(
     (default: the store's maximum, 3 for a new store), the earliest among
     equals; with ``similarity`` (a Jaccard threshold in 0..1), candidates
     are re-checked with similarity sketches and the most similar wins (a
-    new store then keeps sketches, with the distance the threshold needs).
+    new store then keeps sketches, with the distance the threshold needs);
+    at most ``max_candidates`` candidates are re-checked a document
+    (default 1,000, as ``dedup --max-candidates``), the nearest, then the
+    earliest, first, so that pages sharing a template cost the same however
+    many are stored.
     ``html`` reads documents as HTML (their visible text). Documents are
     fingerprinted ``chunk`` at a time on all cores, and each chunk's new
     documents are committed, then logged, before its decisions are
@@ -231,7 +236,9 @@ def dedup(
         from .errors import InvalidArgumentError
 
         raise InvalidArgumentError("chunk must be at least 1")
-    session = DedupSession(os.fspath(path), k, similarity, fingerprinter or Fingerprinter(), html)
+    session = DedupSession(
+        os.fspath(path), k, similarity, fingerprinter or Fingerprinter(), html, max_candidates
+    )
     try:
         log = _Log(path)
     except BaseException:

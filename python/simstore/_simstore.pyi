@@ -250,6 +250,7 @@ class DedupSession:
         similarity: Optional[float],
         fingerprinter: Fingerprinter,
         html: bool,
+        max_candidates: Optional[int] = None,
     ) -> None: ...
     @property
     def k(self) -> int: ...

@@ -31,6 +31,7 @@ pub struct DedupSession {
     store: Mutex<Option<Store>>,
     k: Option<u32>,
     similarity: Option<f64>,
+    max_candidates: usize,
     fingerprinter: Fingerprinter,
     html: bool,
 }
@@ -41,7 +42,7 @@ impl DedupSession {
     /// a similarity threshold, keeping sketches, with the distance the
     /// threshold needs (or `k`).
     #[new]
-    #[pyo3(signature = (path, k, similarity, fingerprinter, html))]
+    #[pyo3(signature = (path, k, similarity, fingerprinter, html, max_candidates=None))]
     fn new(
         py: Python<'_>,
         path: PathBuf,
@@ -49,10 +50,21 @@ impl DedupSession {
         similarity: Option<f64>,
         fingerprinter: &PyFingerprinter,
         html: bool,
+        max_candidates: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Self> {
         let k = match k {
             Some(k) => Some(convert::small(k, "k", 64)? as u32),
             None => None,
+        };
+        let max_candidates = match max_candidates {
+            Some(_) if similarity.is_none() => {
+                return Err(invalid(py, "max_candidates needs similarity"));
+            }
+            Some(n) => match convert::uint64(n, "max_candidates")? {
+                0 => return Err(invalid(py, "max_candidates must be at least 1")),
+                n => usize::try_from(n).unwrap_or(usize::MAX),
+            },
+            None => simstore::dedup::MAX_CANDIDATES,
         };
         if let Some(j) = similarity.filter(|j| !(0.0..=1.0).contains(j)) {
             return Err(invalid(
@@ -82,6 +94,7 @@ impl DedupSession {
             store: Mutex::new(Some(store)),
             k,
             similarity,
+            max_candidates,
             fingerprinter: fingerprinter.inner().clone(),
             html,
         })
@@ -134,7 +147,8 @@ impl DedupSession {
                 }
             });
             let worded: Vec<Candidate> = candidates.iter().flatten().cloned().collect();
-            let dedup = Deduper::new(store, self.k, self.similarity)?;
+            let dedup = Deduper::new(store, self.k, self.similarity)?
+                .max_candidates(self.max_candidates)?;
             let mut decided = dedup.decide(first_seq, &worded)?.into_iter();
             Ok(Some(
                 candidates

@@ -58,7 +58,8 @@ def cli_decisions(tmp_path, docs, *args) -> dict:
 
 
 @pytest.mark.skipif(cli() is None, reason="no simstore command (set SIMSTORE_CLI)")
-@pytest.mark.parametrize("kwargs,args", [({}, []), ({"k": 2}, ["--max-distance", "2"]), ({"similarity": 0.8}, ["--similarity", "0.8"])])
+@pytest.mark.parametrize("kwargs,args", [({}, []), ({"k": 2}, ["--max-distance", "2"]), ({"similarity": 0.8}, ["--similarity", "0.8"]),
+     ({"similarity": 0.8, "max_candidates": 1}, ["--similarity", "0.8", "--max-candidates", "1"])])
 def test_same_decisions_as_the_cli(tmp_path, kwargs, args):
     docs = corpus(7)
     want = cli_decisions(tmp_path, docs, *args)
@@ -102,6 +103,12 @@ def test_decisions_are_nearest_then_earliest(tmp_path):
 def test_dedup_bad_input(tmp_path):
     with pytest.raises(simstore.InvalidArgumentError):
         list(simstore.dedup([("a", "x")], tmp_path / "s", similarity=1.5))
+    for bad in [{"similarity": 0.8, "max_candidates": 0}, {"max_candidates": 5}]:
+        with pytest.raises(simstore.InvalidArgumentError):
+            list(simstore.dedup([("a", "x")], tmp_path / "s", **bad))
+    with pytest.raises(simstore.InvalidTypeError):
+        list(simstore.dedup([("a", "x")], tmp_path / "s", similarity=0.8, max_candidates="5"))
+    assert not (tmp_path / "s").exists()
     with pytest.raises(simstore.InvalidTypeError):
         list(simstore.dedup([("a", 3)], tmp_path / "t"))
     with pytest.raises(simstore.InvalidTypeError):
