@@ -5,9 +5,10 @@ by their own 30 words, similar to each other (Jaccard about 0.7) but none a
 near-duplicate of another at 0.8; one in ten is an earlier template page again
 with one word changed (a near-duplicate of it); the rest are distinct texts.
 JSONL documents are fed in parts of 5,000 to the same store, one `dedup`
-process a part. Prints each part's rate as `dedup` reports it, its wall time
-and the share of the changed copies found; fails if any page that is not a
-copy is reported as a near-duplicate.
+process a part. Prints each part's rate as `dedup` reports it, its wall time,
+the share of the changed copies found and the pages reported as near-duplicates
+that are none (the re-check's estimate clearing its bar for a pair of template
+pages: rare, and more frequent as the template's pages grow in number).
 
     python3 bench/templates.py [--parts 8] [--bin PATH] [-- EXTRA DEDUP ARGS]
 """
@@ -44,7 +45,8 @@ def main():
         print(f"dedup --similarity {args.similarity} {' '.join(args.extra)}, parts of "
               f"{PART:,} documents: 2/5 template pages ({args.own_words} words of their own), "
               "1/10 changed copies of earlier ones")
-        print("| documents stored before | documents/s | wall s | copies found |\n|---|---|---|---|")
+        print("| documents stored before | documents/s | wall s | copies found | wrongly flagged |\n"
+              "|---|---|---|---|---|")
         for part in range(args.parts):
             path = os.path.join(root, f"part{part}.jsonl")
             copies = {}  # copy id -> id of the page it changes
@@ -70,7 +72,7 @@ def main():
                                   *args.extra, "--jsonl", store, path],
                                  check=True, capture_output=True, text=True)
             wall = time.perf_counter() - start
-            found = 0
+            found = wrong = 0
             for line in run.stdout.splitlines():
                 doc = json.loads(line)
                 n = int(doc["id"])
@@ -78,10 +80,10 @@ def main():
                 if n in copies:
                     found += dup is not None
                 elif dup is not None:
-                    raise SystemExit(f"document {n} is no copy, reported as one of {dup}")
+                    wrong += 1
             rate = re.search(r"([0-9]+) documents/s", run.stderr)
             print(f"| {part * PART:,} | {rate.group(1) if rate else '?'} | {wall:.2f} "
-                  f"| {found / max(len(copies), 1):.3f} |", flush=True)
+                  f"| {found / max(len(copies), 1):.3f} | {wrong} |", flush=True)
     finally:
         shutil.rmtree(root, ignore_errors=True)
 

@@ -227,7 +227,7 @@ impl<'s> Deduper<'s> {
         let probabilistic = self.probabilistic.zip(volatility).map(|(b, v)| (v, b));
         let stored = self
             .store
-            .query_ids_below(fp, probabilistic, self.k, 1, seq)?;
+            .query_ids_below(fp, probabilistic, self.k, 1, seq, usize::MAX)?;
         for m in stored {
             if let Some(&id) = m.ids.first() {
                 let c = (m.distance, id, m.fingerprint);
@@ -270,25 +270,34 @@ impl<'s> Deduper<'s> {
         sketch: &Sketch,
         fresh: &[(u64, u64, Option<Sketch>)],
     ) -> Result<Option<Earlier>> {
+        // The matches at the distances of the nearest `max_candidates`
+        // (every one farther is farther than all of those).
+        let nearest = self.max_candidates;
         let matches = self
             .store
-            .query_ids_below(fp, None, self.k, FIRST_IDS, seq)?;
-        if let Some(decided) = self.most_similar_among(j, fp, sketch, fresh, &matches, false)? {
+            .query_ids_below(fp, None, self.k, FIRST_IDS, seq, nearest)?;
+        let limit = (matches.len() >= nearest).then(|| matches[matches.len() - 1].distance);
+        if let Some(decided) =
+            self.most_similar_among(j, fp, sketch, fresh, &matches, false, limit)?
+        {
             return Ok(decided);
         }
-        // A list ran out before the answer: again with every id.
+        // A list ran out before the answer: again with every id of every
+        // match.
         let matches = self
             .store
-            .query_ids_below(fp, None, self.k, usize::MAX, seq)?;
+            .query_ids_below(fp, None, self.k, usize::MAX, seq, usize::MAX)?;
         Ok(self
-            .most_similar_among(j, fp, sketch, fresh, &matches, true)?
+            .most_similar_among(j, fp, sketch, fresh, &matches, true, None)?
             .flatten())
     }
 
     /// [`most_similar`](Self::most_similar) among `matches` (each listing
     /// its smallest ids before the document, and counting all of them);
-    /// `None` when the answer needs an id past those listed (never when
-    /// the lists are `complete`).
+    /// `None` when the answer needs an id past those listed or a candidate
+    /// farther than `limit`, the distance past which matches were left out
+    /// (never when the lists are `complete` and there is no limit).
+    #[allow(clippy::too_many_arguments)]
     fn most_similar_among(
         &self,
         j: f64,
@@ -297,6 +306,7 @@ impl<'s> Deduper<'s> {
         fresh: &[(u64, u64, Option<Sketch>)],
         matches: &[crate::Match],
         complete: bool,
+        limit: Option<u32>,
     ) -> Result<Option<Option<Earlier>>> {
         // Each stored fingerprint's ids before the document (increasing)
         // and how many it has, and the fresh documents' sketches.
@@ -332,6 +342,10 @@ impl<'s> Deduper<'s> {
             let Some(Reverse(((distance, s, is_fresh, f), at, place))) = order.pop() else {
                 break;
             };
+            if limit.is_some_and(|l| distance > l) {
+                // Stored matches this far were left out.
+                return Ok(None);
+            }
             // Whether this list has ids past those listed.
             let mut cut = false;
             let other = if is_fresh {
@@ -360,6 +374,10 @@ impl<'s> Deduper<'s> {
                 return Ok(None);
             }
             within.push((s, f, distance, other));
+        }
+        if limit.is_some() && within.len() < self.max_candidates {
+            // Fewer than the cap within the limit: those past it count.
+            return Ok(None);
         }
         let candidates = within.len();
         Ok(Some(

@@ -13,6 +13,10 @@ pub(crate) struct Listing {
     pub max: usize,
     /// Only ids below this one are listed and counted, when set.
     pub below: Option<u64>,
+    /// Only the matches at the distances of a query's nearest `nearest`
+    /// are listed (every match at the farthest of those distances, so
+    /// that the ones left out are all farther than every one listed).
+    pub nearest: usize,
 }
 
 impl Listing {
@@ -20,11 +24,12 @@ impl Listing {
     pub const ALL: Self = Self {
         max: usize::MAX,
         below: None,
+        nearest: usize::MAX,
     };
 
     /// At most `max` ids a match, its smallest.
     pub fn at_most(max: usize) -> Self {
-        Self { max, below: None }
+        Self { max, ..Self::ALL }
     }
 
     /// Whether every id is listed.
@@ -166,7 +171,11 @@ mod tests {
                     .collect();
                 for max in [0, 1, 2, 5, 100, 1_000, usize::MAX] {
                     let mut out = vec![42];
-                    let listing = Listing { max, below };
+                    let listing = Listing {
+                        max,
+                        below,
+                        ..Listing::ALL
+                    };
                     let removed = e.iter().filter(|x| !x.1).count();
                     let count = window(place, &e, removed, listing, &mut out);
                     assert_eq!(count, under.len(), "count, {listing:?}");

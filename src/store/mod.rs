@@ -544,10 +544,12 @@ impl Store {
         k: u32,
         max_ids: usize,
         below: u64,
+        nearest: usize,
     ) -> Result<Vec<Match>> {
         let listing = Listing {
             max: max_ids,
             below: Some(below),
+            nearest,
         };
         let answers = match probabilistic {
             Some((v, budget)) => {

@@ -516,6 +516,52 @@ fn accept(
     true
 }
 
+/// Leaves in `found` (candidates `(fingerprint, distance)`, repeated as
+/// the tables found them) the distinct ones at the distances of the
+/// nearest `n`, sorted by distance then fingerprint: grouped by distance
+/// first, so that only the groups kept are sorted (a query among
+/// thousands of near fingerprints, pages of one template, sorts the
+/// nearest few).
+fn nearest(found: &mut Vec<(u64, u32)>, n: usize) {
+    if n == 0 {
+        found.clear();
+        return;
+    }
+    let mut starts = [0usize; 67];
+    for &(_, d) in found.iter() {
+        starts[d.min(64) as usize + 2] += 1;
+    }
+    for d in 2..starts.len() {
+        starts[d] += starts[d - 1];
+    }
+    // starts[d + 1] is where distance d goes, moved on as it is filled.
+    let mut grouped = vec![(0, 0); found.len()];
+    for &(fp, d) in found.iter() {
+        let at = &mut starts[d.min(64) as usize + 1];
+        grouped[*at] = (fp, d);
+        *at += 1;
+    }
+    // Now starts[d] is where distance d begins.
+    // Each group sorted, its repeats dropped and moved down to `kept`
+    // (never past what is still to be read).
+    let mut kept = 0;
+    for d in 0..65 {
+        let (from, to) = (starts[d], starts[d + 1]);
+        grouped[from..to].sort_unstable();
+        for i in from..to {
+            if i == from || grouped[i] != grouped[i - 1] {
+                grouped[kept] = grouped[i];
+                kept += 1;
+            }
+        }
+        if kept >= n {
+            break;
+        }
+    }
+    grouped.truncate(kept);
+    *found = grouped;
+}
+
 /// Sorts each query's candidates by distance then fingerprint, removes
 /// repeats and attaches ids as `listing` lists them, from `state` (the
 /// state the candidates were found in): looked up together for all the
@@ -533,8 +579,12 @@ pub(super) fn finish_all(
     let mut out: Vec<Vec<Match>> = found
         .into_iter()
         .map(|mut f| {
-            f.sort_unstable_by_key(|&(fp, d)| (d, fp));
-            f.dedup();
+            if listing.nearest < f.len() {
+                nearest(&mut f, listing.nearest);
+            } else {
+                f.sort_unstable_by_key(|&(fp, d)| (d, fp));
+                f.dedup();
+            }
             if has_ids {
                 fps.extend(f.iter().map(|&(fp, _)| fp));
             }
@@ -706,4 +756,47 @@ fn probabilistic_in_turn(
         };
         collect_flipped_fast(shared, state, &state.probes(probe), &fps, flips, k, first)
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::nearest;
+    use crate::test_rng::TestRng;
+
+    /// `nearest` keeps what sorting, removing repeats and cutting after
+    /// the distance of the `n`-th keeps: candidates repeated as several
+    /// tables find them, distances 0 to 64, `n` from 0 past their number.
+    #[test]
+    fn nearest_is_the_sorted_distinct_list_cut_at_a_distance() {
+        let mut rng = TestRng::new(0x6e);
+        for round in 0..300 {
+            let distinct = (rng.next_u64() % 60) as usize;
+            let spread = [1, 3, 9, 65][round % 4];
+            let mut found = Vec::new();
+            for _ in 0..distinct {
+                let fp = rng.next_u64() % 200;
+                let d = (fp.wrapping_mul(0x9e37_79b9) >> 7) as u32 % spread;
+                for _ in 0..=rng.next_u64() % 4 {
+                    found.push((fp, d));
+                }
+            }
+            // Shuffled, as the tables find them.
+            for i in (1..found.len()).rev() {
+                found.swap(i, (rng.next_u64() % (i as u64 + 1)) as usize);
+            }
+            let mut all = found.clone();
+            all.sort_unstable_by_key(|&(fp, d)| (d, fp));
+            all.dedup();
+            for n in [0, 1, 2, 5, 17, 59, 200] {
+                let mut got = found.clone();
+                nearest(&mut got, n);
+                let want: Vec<(u64, u32)> = match n.checked_sub(1).and_then(|i| all.get(i)) {
+                    Some(&(_, far)) => all.iter().copied().filter(|&(_, d)| d <= far).collect(),
+                    None if n == 0 => Vec::new(),
+                    None => all.clone(),
+                };
+                assert_eq!(got, want, "round {round}, n {n}");
+            }
+        }
+    }
 }
