@@ -12,8 +12,10 @@
 //! threshold, candidates must also pass the sketch re-check
 //! ([`Sketch::recheck`]) and the most similar wins, then the nearest,
 //! then the earliest; only the nearest (then earliest) candidates are
-//! re-checked, at most [`Deduper::max_candidates`]. Ignoring ids at or past a document's own number
-//! makes a batch that is decided again after a crash (stored, not yet
+//! re-checked, at most [`Deduper::max_candidates`]. Ignoring stored
+//! ids at or past a document's own number (by similarity, at or past
+//! its batch's first: the batch's earlier documents are candidates as
+//! they are decided) makes a batch that is decided again after a crash (stored, not yet
 //! recorded by the caller) come out the same.
 
 use std::cmp::Reverse;
@@ -185,7 +187,7 @@ impl<'s> Deduper<'s> {
                             "document {seq} has no sketch; deciding by similarity needs one"
                         ))
                     })?;
-                    self.most_similar(j, seq, fp, sketch, &fresh)?
+                    self.most_similar(j, first_seq, fp, sketch, &fresh)?
                 }
                 None => self.nearest(seq, fp, doc.volatility.as_ref(), &fresh)?,
             };
@@ -248,8 +250,9 @@ impl<'s> Deduper<'s> {
         }))
     }
 
-    /// Most similar, then nearest, then earliest, among the stored and
-    /// fresh documents before `seq` within `k` whose sketches pass the
+    /// Most similar, then nearest, then earliest, among the stored
+    /// documents before `seq` (the batch's first) and the `fresh` ones
+    /// (the batch's earlier ones) within `k` whose sketches pass the
     /// re-check at `j` among the first `max_candidates` of them, nearest,
     /// then earliest, first.
     ///
