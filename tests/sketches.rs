@@ -290,6 +290,35 @@ fn corrupt_and_orphan_sketches_are_reported() {
     assert!(report.problems.iter().any(|p| p.contains("not stored")));
 }
 
+/// `docs` decided by `dedup` in batches of `batch`, each batch decided
+/// twice (as after a crash between the commit and the caller's record of
+/// it: the second time its own stored pairs are ignored, so its nearest
+/// matches can have no candidates) to the same decisions.
+fn decide_in_batches(
+    dedup: &simstore::dedup::Deduper<'_>,
+    docs: &[Sketch],
+    batch: usize,
+) -> Vec<Option<simstore::dedup::Earlier>> {
+    let mut got = Vec::new();
+    for (b, chunk) in docs.chunks(batch).enumerate() {
+        let candidates: Vec<simstore::dedup::Candidate> = chunk
+            .iter()
+            .map(|s| simstore::dedup::Candidate {
+                fingerprint: s.fingerprint(),
+                sketch: Some(*s),
+                volatility: None,
+            })
+            .collect();
+        let decided = dedup.decide((b * batch) as u64, &candidates).unwrap();
+        assert_eq!(
+            dedup.decide((b * batch) as u64, &candidates).unwrap(),
+            decided
+        );
+        got.extend(decided);
+    }
+    got
+}
+
 /// `Deduper` by similarity against a brute force over every earlier
 /// document, when many stored documents share one fingerprint: copies of a
 /// boilerplate page, variants of it with the same fingerprint and copies
@@ -298,7 +327,7 @@ fn corrupt_and_orphan_sketches_are_reported() {
 /// the copies' ids, not first.
 #[test]
 fn dedup_by_similarity_among_many_copies_matches_brute_force() {
-    use simstore::dedup::{Candidate, Deduper};
+    use simstore::dedup::Deduper;
     let mut rng = Rng(0xd0c5);
     let base = sketch(7, 400, 0, &mut rng);
     // Variants: the boilerplate's features and one of their own, kept
@@ -336,25 +365,7 @@ fn dedup_by_similarity_among_many_copies_matches_brute_force() {
         let store = Store::create(dir.path(), &Options::new().sketches(true)).unwrap();
         let dedup = Deduper::new(&store, None, Some(j)).unwrap();
         let k = dedup.k();
-        let mut got = Vec::new();
-        for (b, chunk) in docs.chunks(batch).enumerate() {
-            let candidates: Vec<Candidate> = chunk
-                .iter()
-                .map(|s| Candidate {
-                    fingerprint: s.fingerprint(),
-                    sketch: Some(*s),
-                    volatility: None,
-                })
-                .collect();
-            let decided = dedup.decide((b * batch) as u64, &candidates).unwrap();
-            // Decided again, as after a crash between the commit and the
-            // caller's record of it: its own stored pairs are ignored.
-            assert_eq!(
-                dedup.decide((b * batch) as u64, &candidates).unwrap(),
-                decided
-            );
-            got.extend(decided);
-        }
+        let got = decide_in_batches(&dedup, &docs, batch);
         for (i, doc) in docs.iter().enumerate() {
             let within: Vec<usize> = (0..i)
                 .filter(|&e| (docs[e].fingerprint() ^ doc.fingerprint()).count_ones() <= k)
@@ -386,7 +397,7 @@ fn dedup_by_similarity_among_many_copies_matches_brute_force() {
 /// candidates than the cap and the most similar is often not the nearest.
 #[test]
 fn dedup_by_similarity_rechecks_the_nearest_candidates_up_to_its_cap() {
-    use simstore::dedup::{Candidate, Deduper};
+    use simstore::dedup::Deduper;
     let mut rng = Rng(0xca9);
     let mut base = [0u8; 64];
     for b in base.iter_mut() {
@@ -433,26 +444,7 @@ fn dedup_by_similarity_rechecks_the_nearest_candidates_up_to_its_cap() {
             .max_candidates(cap)
             .unwrap();
         let k = dedup.k();
-        let mut got = Vec::new();
-        for (b, chunk) in docs.chunks(batch).enumerate() {
-            let candidates: Vec<Candidate> = chunk
-                .iter()
-                .map(|s| Candidate {
-                    fingerprint: s.fingerprint(),
-                    sketch: Some(*s),
-                    volatility: None,
-                })
-                .collect();
-            let decided = dedup.decide((b * batch) as u64, &candidates).unwrap();
-            // Decided again, as after a crash between the commit and the
-            // caller's record of it: its own stored pairs are ignored, so
-            // the nearest matches can have no candidates.
-            assert_eq!(
-                dedup.decide((b * batch) as u64, &candidates).unwrap(),
-                decided
-            );
-            got.extend(decided);
-        }
+        let got = decide_in_batches(&dedup, &docs, batch);
         for (i, doc) in docs.iter().enumerate() {
             let distance = |e: usize| (docs[e].fingerprint() ^ doc.fingerprint()).count_ones();
             let mut within: Vec<usize> = (0..i).filter(|&e| distance(e) <= k).collect();
