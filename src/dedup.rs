@@ -285,7 +285,8 @@ impl<'s> Deduper<'s> {
         {
             return Ok(decided);
         }
-        // A list ran out before the answer: again with every id of every
+        // A list ran out before the answer, or the nearest matches had
+        // fewer candidates than the cap: again with every id of every
         // match.
         let matches = self
             .store
