@@ -132,10 +132,11 @@ impl<'s> Deduper<'s> {
     /// can be within the query distance of thousands of earlier pages;
     /// reading every one's sketch would make each such page cost time in
     /// proportion to the pages stored before it. A near-duplicate of a
-    /// page is rarely farther than `n` of that template's other pages, and
-    /// when it is, the document is taken as new (a page kept, never one
-    /// dropped). The re-check's bar is the one for the candidates read.
-    /// Matters only when deciding by similarity.
+    /// page is rarely farther than `n` of that template's other pages;
+    /// when it is, it is not read (the document is then taken as new, or
+    /// as a near-duplicate of a nearer page that clears the bar). The
+    /// re-check's bar is the one for the `n` read, lower than the one
+    /// among all candidates. Matters only when deciding by similarity.
     ///
     /// Fails with [`Error::InvalidArgument`] for `n = 0`.
     pub fn max_candidates(mut self, n: usize) -> Result<Self> {
@@ -338,8 +339,15 @@ impl<'s> Deduper<'s> {
                 sketches.push(other);
             }
         }
-        let most =
-            (sketches.len() + lists.iter().map(|l| l.3).sum::<usize>()).min(self.max_candidates);
+        // The candidates the decision is among, at most: a decision over
+        // matches cut at `limit` reads exactly the cap (else it is redone),
+        // however few ids the matches listed have.
+        let most = match limit {
+            Some(_) => self.max_candidates,
+            None => {
+                (sketches.len() + lists.iter().map(|l| l.3).sum::<usize>()).min(self.max_candidates)
+            }
+        };
         // Those with sketches: (seq, fp, distance, sketch).
         let mut within = Vec::new();
         while within.len() < self.max_candidates {

@@ -426,20 +426,26 @@ fn dedup_by_similarity_rechecks_the_nearest_candidates_up_to_its_cap() {
         flip(&mut s, 64, 432, est_bits, &mut rng);
         docs.push(Sketch::from_bytes(s));
     }
-    let j = 0.8;
     let mut capped = 0usize;
-    for (cap, batch) in [
-        (1usize, 1usize),
-        (2, 9),
-        (3, 12),
-        (4, 7),
-        (16, 1),
-        (16, 5),
-        (1000, 3),
+    // At 0.99 a pair of equal sketches clears the bar among at most 8
+    // candidates, not among 9: the bar must be the one for those read.
+    for (cap, batch, j, k) in [
+        (1usize, 1usize, 0.8, None),
+        (2, 9, 0.8, None),
+        (3, 12, 0.8, None),
+        (4, 7, 0.8, None),
+        (16, 1, 0.8, None),
+        (16, 5, 0.8, None),
+        (1000, 3, 0.8, None),
+        (8, 4, 0.99, Some(8)),
+        (9, 1, 0.99, Some(8)),
+        (9, 5, 0.99, Some(8)),
+        (9, 13, 0.99, Some(8)),
     ] {
         let dir = tempfile::tempdir().unwrap();
-        let store = Store::create(dir.path(), &Options::new().sketches(true)).unwrap();
-        let dedup = Deduper::new(&store, None, Some(j))
+        let options = Options::new().sketches(true).max_distance(8);
+        let store = Store::create(dir.path(), &options).unwrap();
+        let dedup = Deduper::new(&store, k, Some(j))
             .unwrap()
             .max_candidates(cap)
             .unwrap();
@@ -458,7 +464,10 @@ fn dedup_by_similarity_rechecks_the_nearest_candidates_up_to_its_cap() {
             let got = got[i]
                 .as_ref()
                 .map(|e| (e.distance, e.similarity.unwrap(), e.seq as usize));
-            assert_eq!(got, want, "document {i}, cap {cap}, batches of {batch}");
+            assert_eq!(
+                got, want,
+                "document {i}, cap {cap}, batches of {batch}, {j}"
+            );
         }
     }
     assert!(
@@ -468,9 +477,78 @@ fn dedup_by_similarity_rechecks_the_nearest_candidates_up_to_its_cap() {
     let dir = tempfile::tempdir().unwrap();
     let store = Store::create(dir.path(), &Options::new().sketches(true)).unwrap();
     assert!(matches!(
-        Deduper::new(&store, None, Some(j))
+        Deduper::new(&store, None, Some(0.8))
             .unwrap()
             .max_candidates(0),
         Err(Error::InvalidArgument(_))
     ));
+}
+
+/// An exact copy's shortcut takes the bar of the candidates the decision
+/// reads, not of the ids the nearest matches list: decided again, a
+/// document's own stored fingerprint (no id below its number) is among its
+/// nearest matches, and must not lower the bar. At 0.99 a pair of equal
+/// sketches clears the bar among 8 candidates, not among 9.
+#[test]
+fn a_copy_clears_the_bar_of_the_candidates_read() {
+    use simstore::dedup::{Candidate, Deduper};
+    let mut base = [0u8; 64];
+    for (i, b) in base.iter_mut().enumerate() {
+        *b = (i as u8).wrapping_mul(37) ^ 0x5a;
+    }
+    base[62..].copy_from_slice(&1000u16.to_le_bytes());
+    let with = |fp_bits: &[usize], estimate_bits: usize| {
+        let mut s = base;
+        for &b in fp_bits {
+            s[b / 8] ^= 1 << (b % 8);
+        }
+        for b in 0..estimate_bits {
+            let bit = 64 + 7 * b;
+            s[bit / 8] ^= 1 << (bit % 8);
+        }
+        Sketch::from_bytes(s)
+    };
+    let doc = with(&[], 0);
+    // A copy one bit away; seven pages two bits away, similarity 0.954;
+    // one three bits away, four five bits away.
+    let mut stored = vec![with(&[0], 0)];
+    stored.extend((1..8).map(|i| with(&[i, i + 8], 10)));
+    stored.push(with(&[20, 21, 22], 10));
+    stored.extend((0..4).map(|i| {
+        with(
+            &[30 + 5 * i, 31 + 5 * i, 32 + 5 * i, 33 + 5 * i, 34 + 5 * i],
+            10,
+        )
+    }));
+    let decide = |cap: usize| {
+        let dir = tempfile::tempdir().unwrap();
+        let options = Options::new().sketches(true).max_distance(8);
+        let store = Store::create(dir.path(), &options).unwrap();
+        let ops: Vec<Op> = stored
+            .iter()
+            .enumerate()
+            .map(|(id, s)| Op::InsertSketched {
+                fingerprint: s.fingerprint(),
+                id: id as u64 + 1,
+                sketch: *s,
+            })
+            .collect();
+        store.apply(ops).unwrap();
+        let dedup = Deduper::new(&store, Some(8), Some(0.99))
+            .unwrap()
+            .max_candidates(cap)
+            .unwrap();
+        let candidate = [Candidate {
+            fingerprint: doc.fingerprint(),
+            sketch: Some(doc),
+            volatility: None,
+        }];
+        let first = dedup.decide(100, &candidate).unwrap();
+        let again = dedup.decide(100, &candidate).unwrap();
+        assert_eq!(first, again, "cap {cap}");
+        first[0].as_ref().map(|e| e.seq)
+    };
+    assert_eq!(decide(8), Some(1));
+    assert_eq!(decide(9), None);
+    assert_eq!(decide(13), None);
 }

@@ -225,8 +225,8 @@ pub enum Command {
         /// With --similarity: re-check at most this many candidates a
         /// document, the nearest (then earliest) first, so that pages
         /// sharing a template cost the same however many of them are
-        /// stored; a near-duplicate farther than that many others is taken
-        /// as new.
+        /// stored; a near-duplicate farther than that many others is not
+        /// read, and the re-check's bar is the one for the candidates read.
         #[arg(long, requires = "similarity", value_name = "N",
               default_value_t = simstore::dedup::MAX_CANDIDATES,
               value_parser = at_least_one)]
