@@ -147,15 +147,18 @@ impl Log {
         self.offsets.len() as u64
     }
 
-    /// The sequence number of the document named `name`, if logged.
-    fn seq_of(&mut self, name: &str) -> Result<Option<u64>, Failure> {
-        if let Some(&seq) = self.clashes.get(name) {
-            return Ok(Some(seq));
-        }
-        match self.seqs.get(&(self.hash)(name)).copied() {
-            Some(seq) if self.entry(seq)?.0 == name => Ok(Some(seq)),
-            _ => Ok(None),
-        }
+    /// The sequence number and output line of the document named `name`,
+    /// if logged: one read of its line, which also confirms the name.
+    fn logged(&mut self, name: &str) -> Result<Option<(u64, String)>, Failure> {
+        let seq = match self.clashes.get(name) {
+            Some(&seq) => seq,
+            None => match self.seqs.get(&(self.hash)(name)) {
+                Some(&seq) => seq,
+                None => return Ok(None),
+            },
+        };
+        let (logged, out) = self.entry(seq)?;
+        Ok((logged == name).then_some((seq, out)))
     }
 
     /// The document name and output line logged for `seq` (below
@@ -459,8 +462,8 @@ impl Dedup<'_> {
                 }
             };
             counts.documents += 1;
-            if let Some(seq) = log.seq_of(&doc.name)? {
-                lines.push(Line::Logged(log.entry(seq)?.1));
+            if let Some((_, out)) = log.logged(&doc.name)? {
+                lines.push(Line::Logged(out));
             } else if let Some(i) = names.iter().position(|n| *n == doc.name) {
                 lines.push(Line::Decided(i));
             } else {
@@ -610,7 +613,11 @@ mod tests {
             log.append(&entries[2..]).ok().unwrap();
             for _ in 0..2 {
                 for (seq, name) in names.iter().enumerate() {
-                    assert_eq!(log.seq_of(name).ok().unwrap(), Some(seq as u64), "{name:?}");
+                    assert_eq!(
+                        log.logged(name).ok().unwrap(),
+                        Some((seq as u64, out(name))),
+                        "{name:?}"
+                    );
                     assert_eq!(
                         log.entry(seq as u64).ok().unwrap(),
                         (name.to_string(), out(name))
@@ -618,7 +625,7 @@ mod tests {
                     assert_eq!(log.name(seq as u64).ok().unwrap(), *name);
                 }
                 for absent in ["c", "a ", "\"quoted"] {
-                    assert_eq!(log.seq_of(absent).ok().unwrap(), None, "{absent:?}");
+                    assert_eq!(log.logged(absent).ok().unwrap(), None, "{absent:?}");
                 }
                 drop(log);
                 log = Log::open_with(dir.path(), hash).ok().unwrap();

@@ -105,14 +105,17 @@ class _Log:
             self.names[seq] = self.entry(seq)[0]
         return self.names[seq]
 
-    def seq_of(self, name: str) -> Optional[int]:
-        """The sequence number of the document named ``name``, if logged."""
-        if name in self.clashes:
-            return self.clashes[name]
-        seq = self.seqs.get(_name_hash(name))
-        if seq is not None and self.entry(seq)[0] == name:
-            return seq
-        return None
+    def logged(self, name: str) -> Optional[Tuple[int, str]]:
+        """The sequence number and decision line of the document named
+        ``name``, if logged: one read of its line, which also confirms the
+        name."""
+        seq = self.clashes.get(name)
+        if seq is None:
+            seq = self.seqs.get(_name_hash(name))
+            if seq is None:
+                return None
+        logged, line = self.entry(seq)
+        return (seq, line) if logged == name else None
 
     def _remember(self, name: str, seq: int) -> None:
         other = self.seqs.get(_name_hash(name))
@@ -273,9 +276,9 @@ def _decide(session: DedupSession, log: _Log, batch: list) -> Iterator[Decision]
         if not isinstance(text, str):
             raise InvalidTypeError(f"the text of document {doc_id!r} must be a str, not {type(text).__name__}")
         name = str(doc_id)
-        logged = log.seq_of(name)
+        logged = log.logged(name)
         if logged is not None:
-            plan.append(("logged", doc_id, log.entry(logged)[1]))
+            plan.append(("logged", doc_id, logged[1]))
         elif name in names:
             plan.append(("same", doc_id, names.index(name)))
         else:

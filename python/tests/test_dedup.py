@@ -146,11 +146,11 @@ def test_the_log_finds_names_whatever_their_hashes(tmp_path, monkeypatch, clash)
     log.append(list(zip(names[2:], lines[2:])))
     for _ in range(2):
         for seq, name in enumerate(names):
-            assert log.seq_of(name) == seq
+            assert log.logged(name) == (seq, lines[seq])
             assert log.entry(seq) == (name, lines[seq])
             assert log.name(seq) == name
         for absent in ["c", "a ", '"q']:
-            assert log.seq_of(absent) is None
+            assert log.logged(absent) is None
         log.close()
         log = _dedup._Log(tmp_path)
         assert len(log) == len(names)
@@ -158,9 +158,9 @@ def test_the_log_finds_names_whatever_their_hashes(tmp_path, monkeypatch, clash)
     with open(tmp_path / "dedup.log", "ab") as f:
         f.write(b'{"seq":5,"li')
     log = _dedup._Log(tmp_path)
-    assert len(log) == 5 and log.seq_of("a") == 0
+    assert len(log) == 5 and log.logged("a") == (0, lines[0])
     log.append([("z", json.dumps({"id": "z"}))])
-    assert log.seq_of("z") == 5 and log.entry(5)[0] == "z" and log.seq_of('"q"') == 3
+    assert log.logged("z") == (5, json.dumps({"id": "z"})) and log.logged('"q"') == (3, lines[3])
     log.close()
 
 
