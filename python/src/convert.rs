@@ -69,6 +69,15 @@ pub fn small(value: &Bound<'_, PyAny>, what: &str, max: u64) -> PyResult<u64> {
     Ok(v)
 }
 
+/// A count of at least one, as an int (`what` names it in errors); one
+/// beyond `usize` is taken as `usize::MAX`.
+pub fn at_least_one(value: &Bound<'_, PyAny>, what: &str) -> PyResult<usize> {
+    match uint64(value, what)? {
+        0 => Err(invalid(value.py(), format!("{what} must be at least 1"))),
+        n => Ok(usize::try_from(n).unwrap_or(usize::MAX)),
+    }
+}
+
 /// A sequence of 64-bit unsigned integers: a buffer of `uint64` (a numpy
 /// array of that dtype, `array.array('Q')`, a memoryview), copied; an
 /// array-like numpy converts (a pandas Series, an Arrow array), then taken

@@ -60,10 +60,7 @@ impl DedupSession {
             Some(_) if similarity.is_none() => {
                 return Err(invalid(py, "max_candidates needs similarity"));
             }
-            Some(n) => match convert::uint64(n, "max_candidates")? {
-                0 => return Err(invalid(py, "max_candidates must be at least 1")),
-                n => usize::try_from(n).unwrap_or(usize::MAX),
-            },
+            Some(n) => convert::at_least_one(n, "max_candidates")?,
             None => simstore::dedup::MAX_CANDIDATES,
         };
         if let Some(j) = similarity.filter(|j| !(0.0..=1.0).contains(j)) {

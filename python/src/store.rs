@@ -145,14 +145,10 @@ fn budget(
 }
 
 /// `max_ids` as given: at least 1, or every id when `None`.
-fn max_ids(py: Python<'_>, max_ids: Option<&Bound<'_, PyAny>>) -> PyResult<Option<usize>> {
-    match max_ids {
-        Some(n) => match convert::uint64(n, "max_ids")? {
-            0 => Err(invalid(py, "max_ids must be at least 1")),
-            n => Ok(Some(usize::try_from(n).unwrap_or(usize::MAX))),
-        },
-        None => Ok(None),
-    }
+fn max_ids(max_ids: Option<&Bound<'_, PyAny>>) -> PyResult<Option<usize>> {
+    max_ids
+        .map(|n| convert::at_least_one(n, "max_ids"))
+        .transpose()
 }
 
 /// How a store is opened.
@@ -436,7 +432,7 @@ impl PyStore {
     ) -> PyResult<Vec<PyMatch>> {
         let fp = convert::uint64(fingerprint, "fingerprint")?;
         let k = self.distance(py, k)?;
-        let limit = self::max_ids(py, max_ids)?;
+        let limit = self::max_ids(max_ids)?;
         let found = self.with(py, |s| match limit {
             Some(n) => Ok(s
                 .query_many_max_ids(&[fp], k, false, n)?
@@ -460,7 +456,7 @@ impl PyStore {
     ) -> PyResult<Option<PyMatch>> {
         let fp = convert::uint64(fingerprint, "fingerprint")?;
         let k = self.distance(py, k)?;
-        let limit = self::max_ids(py, max_ids)?;
+        let limit = self::max_ids(max_ids)?;
         let found = self.with(py, |s| match limit {
             Some(n) => Ok(s
                 .query_many_max_ids(&[fp], k, true, n)?
@@ -507,7 +503,7 @@ impl PyStore {
             )),
             None => None,
         };
-        let limit = self::max_ids(py, max_ids)?;
+        let limit = self::max_ids(max_ids)?;
         let columns = self.with(py, move |s| {
             let answers: Vec<Vec<simstore::Match>> = if let Some((v, budget)) = probabilistic {
                 let queries: Vec<_> = fps.iter().copied().zip(v).collect();
@@ -562,7 +558,7 @@ impl PyStore {
         let v = convert::volatility(volatility)?;
         let k = self.distance(py, k)?;
         let budget = budget(py, recall, max_probes)?;
-        let limit = self::max_ids(py, max_ids)?;
+        let limit = self::max_ids(max_ids)?;
         let mut found = self.with(py, |s| match limit {
             Some(n) => s.query_probabilistic_many_max_ids(&[(fp, v)], k, budget, first, n),
             None => s.query_probabilistic_many(&[(fp, v)], k, budget, first),
