@@ -18,6 +18,7 @@
 //! they are decided) makes a batch that is decided again after a crash (stored, not yet
 //! recorded by the caller) come out the same.
 
+use std::borrow::Cow;
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
@@ -86,6 +87,9 @@ pub struct Deduper<'s> {
     similarity: Option<f64>,
     probabilistic: Option<Budget>,
     max_candidates: usize,
+    /// A smaller distance whose query probes at most a third of the
+    /// tables `k`'s does, tried first by similarity decisions.
+    near: Option<u32>,
 }
 
 impl<'s> Deduper<'s> {
@@ -123,6 +127,7 @@ impl<'s> Deduper<'s> {
             similarity,
             probabilistic: None,
             max_candidates: MAX_CANDIDATES,
+            near: near_distance(store.plan(), k),
         })
     }
 
@@ -277,31 +282,63 @@ impl<'s> Deduper<'s> {
         // The matches at the distances of the nearest `max_candidates`
         // (every one farther is farther than all of those).
         let nearest = self.max_candidates;
+        if let Some(near) = self.near {
+            // Those within a smaller distance, whose query probes a few
+            // tables, when they hold the cap's candidates (pages of a
+            // template stored by the thousand): the decision among them
+            // is the one among all, unless it needs one farther.
+            let matches = self
+                .store
+                .query_ids_below(fp, None, near, FIRST_IDS, seq, nearest)?;
+            let fresh_within = fresh
+                .iter()
+                .filter(|&&(_, f, ref other)| other.is_some() && (f ^ fp).count_ones() <= near)
+                .count();
+            let total = fresh_within + matches.iter().map(|m| m.id_count).sum::<usize>();
+            if total >= self.max_candidates {
+                let limit = match matches.len() >= nearest {
+                    true => matches[matches.len() - 1].distance,
+                    false => near,
+                };
+                if let Some(decided) =
+                    self.most_similar_among(j, fp, sketch, fresh, &matches, Some(seq), Some(limit))?
+                {
+                    return Ok(decided);
+                }
+            }
+        }
         let matches = self
             .store
             .query_ids_below(fp, None, self.k, FIRST_IDS, seq, nearest)?;
         let limit = (matches.len() >= nearest).then(|| matches[matches.len() - 1].distance);
         if let Some(decided) =
-            self.most_similar_among(j, fp, sketch, fresh, &matches, false, limit)?
+            self.most_similar_among(j, fp, sketch, fresh, &matches, Some(seq), limit)?
         {
             return Ok(decided);
         }
-        // A list ran out before the answer, or the nearest matches had
-        // fewer candidates than the cap: again with every id of every
+        // The nearest matches had fewer candidates than the cap, or a
+        // list ran out before the answer: again with every id of every
         // match.
         let matches = self
             .store
             .query_ids_below(fp, None, self.k, usize::MAX, seq, usize::MAX)?;
         Ok(self
-            .most_similar_among(j, fp, sketch, fresh, &matches, true, None)?
+            .most_similar_among(j, fp, sketch, fresh, &matches, None, None)?
             .flatten())
     }
 
     /// [`most_similar`](Self::most_similar) among `matches` (each listing
     /// its smallest ids before the document, and counting all of them);
-    /// `None` when the answer needs an id past those listed or a candidate
-    /// farther than `limit`, the distance past which matches were left out
-    /// (never when the lists are `complete` and there is no limit).
+    /// `None` when the answer needs a candidate farther than `limit`, the
+    /// distance past which matches were left out, or more ids of a
+    /// fingerprint than the cap (never when there is no limit and every
+    /// id is listed).
+    ///
+    /// With `below` (the document's number), the lists may be cut: a list
+    /// that runs out before its count is read again from the store, up to
+    /// the cap, when its next id is needed (a template's fingerprint that
+    /// dozens of its pages share costs one more read, not a listing of
+    /// every match's ids). Without it, the lists are complete.
     #[allow(clippy::too_many_arguments)]
     fn most_similar_among(
         &self,
@@ -310,14 +347,14 @@ impl<'s> Deduper<'s> {
         sketch: &Sketch,
         fresh: &[(u64, u64, Option<Sketch>)],
         matches: &[crate::Match],
-        complete: bool,
+        below: Option<u64>,
         limit: Option<u32>,
     ) -> Result<Option<Option<Earlier>>> {
         // Each stored fingerprint's ids before the document (increasing)
         // and how many it has, and the fresh documents' sketches.
-        let lists: Vec<(u32, u64, &[u64], usize)> = matches
+        let mut lists: Vec<(u32, u64, Cow<'_, [u64]>, usize)> = matches
             .iter()
-            .map(|m| (m.distance, m.fingerprint, &m.ids[..], m.id_count))
+            .map(|m| (m.distance, m.fingerprint, Cow::from(&m.ids[..]), m.id_count))
             .collect();
         let mut sketches = Vec::new();
         // Candidates taken in the order the decision ranks equally similar
@@ -327,8 +364,9 @@ impl<'s> Deduper<'s> {
         // candidate of each, so the answer found first costs no sort of
         // thousands of ids.
         let mut order = BinaryHeap::new();
-        for (at, &(distance, f, ids, _)) in lists.iter().enumerate() {
+        for (at, (distance, f, ids, _)) in lists.iter().enumerate() {
             if let Some(&id) = ids.first() {
+                let (distance, f) = (*distance, *f);
                 order.push(Reverse(((distance, id, false, f), at, 0)));
             }
         }
@@ -363,10 +401,26 @@ impl<'s> Deduper<'s> {
             let other = if is_fresh {
                 sketches[at]
             } else {
-                let (_, _, ids, count) = lists[at];
+                let (_, _, ids, count) = &mut lists[at];
+                if ids.len() == place + 1 && place + 1 < *count {
+                    if let Some(below) = below {
+                        // Its further ids, to the cap (a k = 0 query probes
+                        // one table).
+                        let listed = self.store.query_ids_below(
+                            f,
+                            None,
+                            0,
+                            self.max_candidates,
+                            below,
+                            usize::MAX,
+                        )?;
+                        let more = listed.into_iter().find(|m| m.fingerprint == f);
+                        *ids = Cow::Owned(more.map(|m| m.ids).unwrap_or_default());
+                    }
+                }
                 match ids.get(place + 1) {
                     Some(&next) => order.push(Reverse(((distance, next, false, f), at, place + 1))),
-                    None => cut = !complete && place + 1 < count,
+                    None => cut = below.is_some() && place + 1 < *count,
                 }
                 match self.store.sketch(f, s)? {
                     Some(other) => other,
@@ -412,4 +466,18 @@ impl<'s> Deduper<'s> {
                 }),
         ))
     }
+}
+
+/// The largest distance below `k` whose queries probe at most a third of
+/// the tables `k`'s do, if any (6 in a store planned for 8 in 10 blocks:
+/// 13 tables of 45).
+fn near_distance(plan: &crate::plan::Plan, k: u32) -> Option<u32> {
+    let tables = |d: u32| {
+        u8::try_from(d)
+            .ok()
+            .and_then(|d| plan.probe_set(d))
+            .map_or(usize::MAX, <[usize]>::len)
+    };
+    let all = tables(k);
+    (0..k).rev().find(|&d| tables(d).saturating_mul(3) <= all)
 }
