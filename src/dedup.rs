@@ -20,7 +20,7 @@
 
 use std::borrow::Cow;
 use std::cmp::Reverse;
-use std::collections::BinaryHeap;
+use std::collections::{BinaryHeap, VecDeque};
 
 use crate::simhash::{Sketch, Volatility};
 use crate::{Budget, Error, Op, Result, Store};
@@ -30,6 +30,9 @@ use crate::{Budget, Error, Op, Result, Store};
 /// copies is the answer, as it is for a page stored many times; all are
 /// listed when the answer lies past them.
 const FIRST_IDS: usize = 16;
+
+/// The most sketches a similarity decision reads in one batch.
+const MAX_READ_AHEAD: usize = 256;
 
 /// The default of [`Deduper::max_candidates`].
 pub const MAX_CANDIDATES: usize = 1_000;
@@ -388,45 +391,65 @@ impl<'s> Deduper<'s> {
         };
         // Those with sketches: (seq, fp, distance, sketch).
         let mut within = Vec::new();
+        // Candidates taken from the heap whose sketches are read together
+        // (RocksDB's batched read), a batch four times the last, from one
+        // (the first is the answer for the copies of an empty page).
+        let mut ahead = VecDeque::new();
+        let mut batch = 1;
+        let (mut pairs, mut read) = (Vec::new(), Vec::new());
         while within.len() < self.max_candidates {
-            let Some(Reverse(((distance, s, is_fresh, f), at, place))) = order.pop() else {
-                break;
-            };
-            if limit.is_some_and(|l| distance > l) {
-                // Stored matches this far were left out.
-                return Ok(None);
-            }
-            // Whether this list has ids past those listed.
-            let mut cut = false;
-            let other = if is_fresh {
-                sketches[at]
-            } else {
-                let (_, _, ids, count) = &mut lists[at];
-                if ids.len() == place + 1 && place + 1 < *count {
-                    if let Some(below) = below {
-                        // Its further ids, to the cap (a k = 0 query probes
-                        // one table).
-                        let listed = self.store.query_ids_below(
-                            f,
-                            None,
-                            0,
-                            self.max_candidates,
-                            below,
-                            usize::MAX,
-                        )?;
-                        let more = listed.into_iter().find(|m| m.fingerprint == f);
-                        *ids = Cow::Owned(more.map(|m| m.ids).unwrap_or_default());
+            if ahead.is_empty() {
+                let want = batch.min(self.max_candidates - within.len());
+                batch = (batch * 4).min(MAX_READ_AHEAD);
+                for _ in 0..want {
+                    let Some(next) = self.take(&mut order, &mut lists, &sketches, below, limit)?
+                    else {
+                        break;
+                    };
+                    // Nothing after a candidate that ends the decision.
+                    let ends = matches!(next, Next::Beyond | Next::Candidate { cut: true, .. });
+                    ahead.push_back(next);
+                    if ends {
+                        break;
                     }
                 }
-                match ids.get(place + 1) {
-                    Some(&next) => order.push(Reverse(((distance, next, false, f), at, place + 1))),
-                    None => cut = below.is_some() && place + 1 < *count,
+                pairs.clear();
+                pairs.extend(ahead.iter().filter_map(|next| match *next {
+                    Next::Candidate {
+                        seq,
+                        fp,
+                        sketch: None,
+                        ..
+                    } => Some((fp, seq)),
+                    _ => None,
+                }));
+                self.store.sketches(&pairs, &mut read)?;
+                let mut read = read.iter();
+                for next in ahead.iter_mut() {
+                    if let Next::Candidate {
+                        sketch: s @ None, ..
+                    } = next
+                    {
+                        *s = Some(read.next().copied().flatten());
+                    }
                 }
-                match self.store.sketch(f, s)? {
-                    Some(other) => other,
-                    None if cut => return Ok(None),
-                    None => continue,
-                }
+            }
+            let (distance, s, f, other, cut) = match ahead.pop_front() {
+                None => break,
+                // Stored matches this far were left out.
+                Some(Next::Beyond) => return Ok(None),
+                Some(Next::Candidate {
+                    distance,
+                    seq,
+                    fp,
+                    sketch,
+                    cut,
+                }) => (distance, seq, fp, sketch.flatten(), cut),
+            };
+            let other = match other {
+                Some(other) => other,
+                None if cut => return Ok(None),
+                None => continue,
             };
             if sketch.similarity(&other) >= 1.0 && sketch.recheck(&other, j, most).is_some() {
                 return Ok(Some(Some(Earlier {
@@ -466,6 +489,83 @@ impl<'s> Deduper<'s> {
                 }),
         ))
     }
+
+    /// The next candidate of `order` (see
+    /// [`most_similar_among`](Self::most_similar_among)), its list's next
+    /// id pushed in its place: a fresh document with its sketch, a stored
+    /// pair with none read yet (`cut` when its list has ids past those
+    /// listed), or [`Next::Beyond`] when it lies past `limit`.
+    #[allow(clippy::type_complexity)]
+    fn take(
+        &self,
+        order: &mut BinaryHeap<Reverse<((u32, u64, bool, u64), usize, usize)>>,
+        lists: &mut [(u32, u64, Cow<'_, [u64]>, usize)],
+        sketches: &[Sketch],
+        below: Option<u64>,
+        limit: Option<u32>,
+    ) -> Result<Option<Next>> {
+        let Some(Reverse(((distance, s, is_fresh, f), at, place))) = order.pop() else {
+            return Ok(None);
+        };
+        if limit.is_some_and(|l| distance > l) {
+            return Ok(Some(Next::Beyond));
+        }
+        if is_fresh {
+            return Ok(Some(Next::Candidate {
+                distance,
+                seq: s,
+                fp: f,
+                sketch: Some(Some(sketches[at])),
+                cut: false,
+            }));
+        }
+        let (_, _, ids, count) = &mut lists[at];
+        if ids.len() == place + 1 && place + 1 < *count {
+            if let Some(below) = below {
+                // Its further ids, to the cap (a k = 0 query probes one
+                // table).
+                let listed = self.store.query_ids_below(
+                    f,
+                    None,
+                    0,
+                    self.max_candidates,
+                    below,
+                    usize::MAX,
+                )?;
+                let more = listed.into_iter().find(|m| m.fingerprint == f);
+                *ids = Cow::Owned(more.map(|m| m.ids).unwrap_or_default());
+            }
+        }
+        // Whether this list has ids past those listed.
+        let mut cut = false;
+        match ids.get(place + 1) {
+            Some(&next) => order.push(Reverse(((distance, next, false, f), at, place + 1))),
+            None => cut = below.is_some() && place + 1 < *count,
+        }
+        Ok(Some(Next::Candidate {
+            distance,
+            seq: s,
+            fp: f,
+            sketch: None,
+            cut,
+        }))
+    }
+}
+
+/// A candidate of a similarity decision, in the order it reads them.
+enum Next {
+    /// A candidate at `distance`: document `seq` with fingerprint `fp`,
+    /// its sketch once read (`Some(None)` for a pair without one), and
+    /// whether its list has ids past those listed.
+    Candidate {
+        distance: u32,
+        seq: u64,
+        fp: u64,
+        sketch: Option<Option<Sketch>>,
+        cut: bool,
+    },
+    /// The next candidate lies past the distance matches were listed to.
+    Beyond,
 }
 
 /// The largest distance below `k` whose queries probe at most a third of

@@ -411,6 +411,23 @@ impl Db {
             .map_err(db_error("reading a record"))
     }
 
+    /// Reads the values of `keys`, given in increasing order, in one batch
+    /// (RocksDB's batched `MultiGet`: the keys that share a block are
+    /// found by one look-up of it), visiting each key's index and value.
+    pub fn get_sorted(
+        &self,
+        family: &Family,
+        keys: &[impl AsRef<[u8]>],
+        mut visit: impl FnMut(usize, Option<&[u8]>) -> Result<()>,
+    ) -> Result<()> {
+        let values = self.db.batched_multi_get_cf(family, keys, true);
+        for (i, value) in values.into_iter().enumerate() {
+            let value = value.map_err(db_error("reading records"))?;
+            visit(i, value.as_deref())?;
+        }
+        Ok(())
+    }
+
     /// Visits every `(key, value)` of a family from `from` on, in key
     /// order, until `visit` returns `Ok(false)`.
     pub fn scan(

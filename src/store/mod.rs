@@ -248,6 +248,17 @@ impl Store {
         sketches::sketch(&self.shared, fingerprint, id)
     }
 
+    /// The sketches stored with `pairs` of `(fingerprint, id)`, read in one
+    /// batch, into `out` in their order (`None` for a pair without one).
+    pub(crate) fn sketches(
+        &self,
+        pairs: &[(u64, u64)],
+        out: &mut Vec<Option<Sketch>>,
+    ) -> Result<()> {
+        drop(self.shared.readable_state()?);
+        sketches::sketches(&self.shared, pairs, out)
+    }
+
     /// The document frequencies kept with the store ([`Options::idf`]),
     /// with which its documents' fingerprints are weighed
     /// ([`Fingerprinter::fingerprint_idf`](crate::simhash::Fingerprinter::fingerprint_idf)).

@@ -64,6 +64,36 @@ pub(crate) fn sketch(shared: &Shared, fp: u64, id: u64) -> Result<Option<Sketch>
     }
 }
 
+/// The sketches stored with `pairs` (`None` for a pair without one), read
+/// together: into `out`, in the order of `pairs`.
+pub(crate) fn sketches(
+    shared: &Shared,
+    pairs: &[(u64, u64)],
+    out: &mut Vec<Option<Sketch>>,
+) -> Result<()> {
+    out.clear();
+    out.resize(pairs.len(), None);
+    if !shared.sketches || pairs.is_empty() {
+        return Ok(());
+    }
+    // Keys in increasing order, as the batched read takes them.
+    let mut order: Vec<usize> = (0..pairs.len()).collect();
+    order.sort_unstable_by_key(|&i| pairs[i]);
+    let keys: Vec<[u8; 16]> = order
+        .iter()
+        .map(|&i| keys::id_pair(pairs[i].0, pairs[i].1))
+        .collect();
+    let db = &shared.db;
+    db.get_sorted(db.family(keys::SKETCHES_FAMILY)?, &keys, |at, value| {
+        let (fp, id) = pairs[order[at]];
+        if let Some(value) = value {
+            let bytes = sketches::decode_sketch(fp, id, value).map_err(bad)?;
+            out[order[at]] = Some(Sketch::from_bytes(bytes));
+        }
+        Ok(())
+    })
+}
+
 /// Every stored pair within distance `k` of `fp` that has a sketch, with
 /// it, sorted by distance, then fingerprint, then id.
 pub(crate) fn query_sketched(shared: &Shared, fp: u64, k: u32) -> Result<Vec<Sketched>> {
