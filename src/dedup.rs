@@ -319,8 +319,9 @@ impl<'s> Deduper<'s> {
         {
             return Ok(decided);
         }
-        // The nearest matches had fewer candidates than the cap, or a
-        // list ran out before the answer: again with every id of every
+        // The nearest matches had fewer candidates than the cap (pairs
+        // without sketches among them), or the answer needs more of a
+        // fingerprint's ids than the cap: again with every id of every
         // match.
         let matches = self
             .store
