@@ -24,6 +24,7 @@ mod pending;
 mod priority;
 mod query;
 mod shared;
+mod sketch_cache;
 mod sketches;
 mod sort;
 mod state;

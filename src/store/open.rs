@@ -645,5 +645,6 @@ fn load(dir: &Path, db: Db, manifest: Manifest, options: &Options) -> Result<Sha
         merge_bytes: Default::default(),
         filters_wanted: Default::default(),
         physical_memory: super::options::physical_memory().unwrap_or(u64::MAX),
+        sketch_cache: Default::default(),
     })
 }

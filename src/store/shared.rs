@@ -52,6 +52,8 @@ pub(crate) struct Shared {
     pub filters_wanted: std::sync::atomic::AtomicBool,
     /// The machine's physical memory (`u64::MAX` when unknown).
     pub physical_memory: u64,
+    /// Sketches read recently.
+    pub sketch_cache: super::sketch_cache::SketchCache,
 }
 
 impl Shared {

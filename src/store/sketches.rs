@@ -52,20 +52,14 @@ fn bad(what: String) -> Error {
 /// The sketch stored with `(fp, id)`, if the store keeps sketches and the
 /// pair has one.
 pub(crate) fn sketch(shared: &Shared, fp: u64, id: u64) -> Result<Option<Sketch>> {
-    if !shared.sketches {
-        return Ok(None);
-    }
-    let db = &shared.db;
-    match db.get(db.family(keys::SKETCHES_FAMILY)?, &keys::id_pair(fp, id))? {
-        None => Ok(None),
-        Some(value) => sketches::decode_sketch(fp, id, &value)
-            .map(|bytes| Some(Sketch::from_bytes(bytes)))
-            .map_err(bad),
-    }
+    let mut out = Vec::with_capacity(1);
+    sketches(shared, &[(fp, id)], &mut out)?;
+    Ok(out[0])
 }
 
 /// The sketches stored with `pairs` (`None` for a pair without one), read
-/// together: into `out`, in the order of `pairs`.
+/// together: into `out`, in the order of `pairs`. Those the store's
+/// [`SketchCache`](super::sketch_cache::SketchCache) holds are not read.
 pub(crate) fn sketches(
     shared: &Shared,
     pairs: &[(u64, u64)],
@@ -76,8 +70,12 @@ pub(crate) fn sketches(
     if !shared.sketches || pairs.is_empty() {
         return Ok(());
     }
-    // Keys in increasing order, as the batched read takes them.
-    let mut order: Vec<usize> = (0..pairs.len()).collect();
+    let generation = shared.sketch_cache.look_up(pairs, out);
+    // The others' keys in increasing order, as the batched read takes them.
+    let mut order: Vec<usize> = (0..pairs.len()).filter(|&i| out[i].is_none()).collect();
+    if order.is_empty() {
+        return Ok(());
+    }
     order.sort_unstable_by_key(|&i| pairs[i]);
     let keys: Vec<[u8; 16]> = order
         .iter()
@@ -91,7 +89,10 @@ pub(crate) fn sketches(
             out[order[at]] = Some(Sketch::from_bytes(bytes));
         }
         Ok(())
-    })
+    })?;
+    let read = order.iter().filter_map(|&i| Some((pairs[i], out[i]?)));
+    shared.sketch_cache.keep(generation, read);
+    Ok(())
 }
 
 /// Every stored pair within distance `k` of `fp` that has a sketch, with

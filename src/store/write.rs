@@ -642,6 +642,9 @@ fn commit_group(shared: &Shared, group: &[Arc<Request>]) -> Result<Vec<Vec<bool>
     }
     shared.put_counters(&mut batch, &counters)?;
     shared.write_or_poison(batch)?;
+    if !staged.sketches.is_empty() {
+        shared.sketch_cache.forget(staged.sketches.keys().copied());
+    }
 
     let mut state = shared.state.write();
     shared.locks.record(staged.fps.keys().copied());
