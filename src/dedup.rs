@@ -27,8 +27,9 @@ use crate::{Budget, Error, Op, Result, Store};
 
 /// Ids of each stored match a similarity decision lists first (the
 /// smallest before the document): enough when one of the earliest
-/// copies is the answer, as it is for a page stored many times; all are
-/// listed when the answer lies past them.
+/// copies is the answer, as it is for a page stored many times; a list
+/// is read again to the cap when the decision needs more of it, and every
+/// id of every match is listed only when it needs more than the cap.
 const FIRST_IDS: usize = 16;
 
 /// The most sketches a similarity decision reads in one batch.
@@ -293,16 +294,16 @@ impl<'s> Deduper<'s> {
             let matches = self
                 .store
                 .query_ids_below(fp, None, near, FIRST_IDS, seq, nearest)?;
+            let limit = match matches.len() >= nearest {
+                true => matches[matches.len() - 1].distance,
+                false => near,
+            };
             let fresh_within = fresh
                 .iter()
-                .filter(|&&(_, f, ref other)| other.is_some() && (f ^ fp).count_ones() <= near)
+                .filter(|&&(_, f, ref other)| other.is_some() && (f ^ fp).count_ones() <= limit)
                 .count();
             let total = fresh_within + matches.iter().map(|m| m.id_count).sum::<usize>();
             if total >= self.max_candidates {
-                let limit = match matches.len() >= nearest {
-                    true => matches[matches.len() - 1].distance,
-                    false => near,
-                };
                 if let Some(decided) =
                     self.most_similar_among(j, fp, sketch, fresh, &matches, Some(seq), Some(limit))?
                 {
@@ -335,14 +336,20 @@ impl<'s> Deduper<'s> {
     /// its smallest ids before the document, and counting all of them);
     /// `None` when the answer needs a candidate farther than `limit`, the
     /// distance past which matches were left out, or more ids of a
-    /// fingerprint than the cap (never when there is no limit and every
-    /// id is listed).
+    /// fingerprint than the cap, or more than a list read again holds (a
+    /// pair deleted meanwhile); never when there is no limit and every id
+    /// is listed.
     ///
     /// With `below` (the document's number), the lists may be cut: a list
     /// that runs out before its count is read again from the store, up to
     /// the cap, when its next id is needed (a template's fingerprint that
     /// dozens of its pages share costs one more read, not a listing of
     /// every match's ids). Without it, the lists are complete.
+    ///
+    /// Candidates are taken and their sketches read in batches, so a
+    /// corrupt sketch a few candidates past the answer fails the decision
+    /// with [`Error::Corrupt`] (as reading it one at a time would, had the
+    /// answer been past it).
     #[allow(clippy::too_many_arguments)]
     fn most_similar_among(
         &self,
@@ -424,7 +431,9 @@ impl<'s> Deduper<'s> {
                     } => Some((fp, seq)),
                     _ => None,
                 }));
-                self.store.sketches(&pairs, &mut read)?;
+                if !pairs.is_empty() {
+                    self.store.sketches(&pairs, &mut read)?;
+                }
                 let mut read = read.iter();
                 for next in ahead.iter_mut() {
                     if let Next::Candidate {
@@ -521,7 +530,7 @@ impl<'s> Deduper<'s> {
             }));
         }
         let (_, _, ids, count) = &mut lists[at];
-        if ids.len() == place + 1 && place + 1 < *count {
+        if ids.len() == place + 1 && place + 1 < *count && ids.len() < self.max_candidates {
             if let Some(below) = below {
                 // Its further ids, to the cap (a k = 0 query probes one
                 // table).

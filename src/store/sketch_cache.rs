@@ -15,8 +15,8 @@ use parking_lot::Mutex;
 
 use crate::simhash::Sketch;
 
-/// Sketches held at most: 64 bytes each plus the key and the table's
-/// overhead, about 8 MB.
+/// Sketches held at most: 64 bytes each plus the 16-byte key, in a hash
+/// table of twice as many slots: about 11 MB.
 pub(crate) const SKETCH_CACHE_ENTRIES: usize = 65_536;
 
 /// The cache of a store's sketches, keyed by `(fingerprint, id)`.

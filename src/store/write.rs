@@ -641,10 +641,12 @@ fn commit_group(shared: &Shared, group: &[Arc<Request>]) -> Result<Vec<Vec<bool>
         );
     }
     shared.put_counters(&mut batch, &counters)?;
-    shared.write_or_poison(batch)?;
+    let written = shared.write_or_poison(batch);
+    // Even when the write failed: it may have reached the files.
     if !staged.sketches.is_empty() {
         shared.sketch_cache.forget(staged.sketches.keys().copied());
     }
+    written?;
 
     let mut state = shared.state.write();
     shared.locks.record(staged.fps.keys().copied());
