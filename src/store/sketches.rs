@@ -98,10 +98,19 @@ pub(crate) fn sketches(
 /// Every stored pair within distance `k` of `fp` that has a sketch, with
 /// it, sorted by distance, then fingerprint, then id.
 pub(crate) fn query_sketched(shared: &Shared, fp: u64, k: u32) -> Result<Vec<Sketched>> {
+    let matches = super::query::query(shared, fp, k)?;
+    let pairs: Vec<(u64, u64)> = matches
+        .iter()
+        .flat_map(|m| m.ids.iter().map(|&id| (m.fingerprint, id)))
+        .collect();
+    // Read in one batch.
+    let mut read = Vec::new();
+    sketches(shared, &pairs, &mut read)?;
+    let mut read = read.into_iter();
     let mut out = Vec::new();
-    for m in super::query::query(shared, fp, k)? {
+    for m in &matches {
         for &id in &m.ids {
-            if let Some(sketch) = sketch(shared, m.fingerprint, id)? {
+            if let Some(sketch) = read.next().flatten() {
                 out.push(Sketched {
                     fingerprint: m.fingerprint,
                     id,
