@@ -294,10 +294,7 @@ impl<'s> Deduper<'s> {
             let matches = self
                 .store
                 .query_ids_below(fp, None, near, FIRST_IDS, seq, nearest)?;
-            let limit = match matches.len() >= nearest {
-                true => matches[matches.len() - 1].distance,
-                false => near,
-            };
+            let limit = cut_at(&matches, nearest).unwrap_or(near);
             let fresh_within = fresh
                 .iter()
                 .filter(|&&(_, f, ref other)| other.is_some() && (f ^ fp).count_ones() <= limit)
@@ -314,7 +311,7 @@ impl<'s> Deduper<'s> {
         let matches = self
             .store
             .query_ids_below(fp, None, self.k, FIRST_IDS, seq, nearest)?;
-        let limit = (matches.len() >= nearest).then(|| matches[matches.len() - 1].distance);
+        let limit = cut_at(&matches, nearest);
         if let Some(decided) =
             self.most_similar_among(j, fp, sketch, fresh, &matches, Some(seq), limit)?
         {
@@ -576,6 +573,16 @@ enum Next {
     },
     /// The next candidate lies past the distance matches were listed to.
     Beyond,
+}
+
+/// The distance past which a query listing the matches at the distances
+/// of its nearest `nearest` may have left some out: that of the last one
+/// listed, when there are that many.
+fn cut_at(matches: &[crate::Match], nearest: usize) -> Option<u32> {
+    matches
+        .last()
+        .filter(|_| matches.len() >= nearest)
+        .map(|m| m.distance)
 }
 
 /// The largest distance below `k` whose queries probe at most a third of
