@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any, Iterable, Literal, Optional, Sequence, Union
+from typing import Any, Iterable, Literal, Optional, Sequence, Union, overload
 
 import numpy as np
 import numpy.typing as npt
@@ -144,6 +144,7 @@ class Store:
         """Some stored fingerprint within distance ``k``, the search stopping
         at the first found; ``None`` when there is none. ``max_ids`` as for
         ``query``."""
+    @overload
     def query_many(
         self,
         fingerprints: UInt64s,
@@ -153,6 +154,7 @@ class Store:
         recall: float = 0.95,
         max_probes: Optional[int] = None,
         max_ids: Optional[int] = None,
+        return_counts: Literal[False] = False,
     ) -> QueryMatches:
         """Queries a whole array at once, without a Python object per
         match: four numpy arrays, one row per (query, match, id). With
@@ -160,7 +162,22 @@ class Store:
         ``volatility`` (64 bytes per fingerprint, a ``(n, 64)`` uint8
         array), probabilistic queries as ``query_probabilistic``. With
         ``max_ids`` (at least 1), rows for at most that many ids a match,
-        its smallest."""
+        its smallest. With ``return_counts``, a pair: the matches, and a
+        uint64 array of how many ids each row's fingerprint has (0 for
+        one stored without an id), as ``Match.id_count``."""
+    @overload
+    def query_many(
+        self,
+        fingerprints: UInt64s,
+        k: Optional[int] = None,
+        first: bool = False,
+        volatility: Optional[Union[npt.NDArray[np.uint8], bytes]] = None,
+        recall: float = 0.95,
+        max_probes: Optional[int] = None,
+        max_ids: Optional[int] = None,
+        *,
+        return_counts: Literal[True],
+    ) -> tuple[QueryMatches, npt.NDArray[np.uint64]]: ...
     def query_probabilistic(
         self,
         fingerprint: UInt64,

@@ -469,13 +469,15 @@ impl PyStore {
 
     /// Queries a whole array at once; returns `QueryMatches(query,
     /// fingerprint, distance, id)`, four numpy arrays with one row per
-    /// (match, id).
+    /// (match, id); with `return_counts`, a pair of it and a uint64 array
+    /// of how many ids each row's fingerprint has (more than its rows
+    /// when `max_ids` cut them).
     /// With `volatility` (a `(n, 64)` uint8 array, as
     /// `Fingerprinter.volatility` gives per document), probabilistic
     /// queries within `recall` and `max_probes`, as `query_probabilistic`.
     /// With `max_ids`, rows for at most that many ids a match (its
     /// smallest).
-    #[pyo3(signature = (fingerprints, k=None, first=false, volatility=None, recall=0.95, max_probes=None, max_ids=None))]
+    #[pyo3(signature = (fingerprints, k=None, first=false, volatility=None, recall=0.95, max_probes=None, max_ids=None, return_counts=false))]
     #[allow(clippy::too_many_arguments)]
     fn query_many<'py>(
         &self,
@@ -487,6 +489,7 @@ impl PyStore {
         recall: f64,
         max_probes: Option<&Bound<'py, PyAny>>,
         max_ids: Option<&Bound<'py, PyAny>>,
+        return_counts: bool,
     ) -> PyResult<Bound<'py, PyAny>> {
         if convert::is_int(fingerprints) {
             return Err(errors::invalid_type(
@@ -521,19 +524,25 @@ impl PyStore {
             } else {
                 s.query_many(&fps, k)?
             };
-            Ok(Columns::of(&answers))
+            Ok(Columns::of(&answers, return_counts))
         })?;
         let class = QUERY_MATCHES.get_or_try_init(py, || {
             py.import("simstore")?
                 .getattr("QueryMatches")
                 .map(Bound::unbind)
         })?;
-        class.bind(py).call1((
+        let matches = class.bind(py).call1((
             columns.query.into_pyarray(py),
             columns.fingerprint.into_pyarray(py),
             columns.distance.into_pyarray(py),
             columns.id.into_pyarray(py),
-        ))
+        ))?;
+        if !return_counts {
+            return Ok(matches);
+        }
+        Ok((matches, columns.id_count.into_pyarray(py))
+            .into_pyobject(py)?
+            .into_any())
     }
 
     /// Probabilistic query (Sood & Loguinov's PSM) on a one-table store:
@@ -706,16 +715,21 @@ struct Columns {
     fingerprint: Vec<u64>,
     distance: Vec<i32>,
     id: Vec<u64>,
+    /// How many ids each row's fingerprint has; filled only when asked.
+    id_count: Vec<u64>,
 }
 
 impl Columns {
-    fn of(answers: &[Vec<simstore::Match>]) -> Self {
+    /// The rows of `answers`, with their fingerprints' id counts when
+    /// `counts`.
+    fn of(answers: &[Vec<simstore::Match>], counts: bool) -> Self {
         let rows: usize = answers.iter().flatten().map(|m| m.ids.len().max(1)).sum();
         let mut c = Columns {
             query: Vec::with_capacity(rows),
             fingerprint: Vec::with_capacity(rows),
             distance: Vec::with_capacity(rows),
             id: Vec::with_capacity(rows),
+            id_count: Vec::with_capacity(if counts { rows } else { 0 }),
         };
         for (q, matches) in answers.iter().enumerate() {
             for m in matches {
@@ -724,6 +738,9 @@ impl Columns {
                     c.fingerprint.push(m.fingerprint);
                     c.distance.push(m.distance as i32);
                     c.id.push(id);
+                    if counts {
+                        c.id_count.push(m.id_count as u64);
+                    }
                 };
                 if m.ids.is_empty() {
                     push(NO_ID);

@@ -179,6 +179,16 @@ def test_max_ids_lists_the_smallest_and_counts_all(path, rng):
                         (m.fingerprint, m.distance, m.ids[:limit], len(m.ids)) for m in every
                     ]
                     assert all(m.id_count == len(m.ids) for m in every)
+            # The same rows with the counts of their fingerprints' ids.
+            rows, counts = store.query_many(queries, 3, max_ids=limit, return_counts=True)
+            assert [np.array_equal(a, b) for a, b in zip(rows, cut)] == [True] * 4
+            assert counts.dtype == np.uint64 and len(counts) == len(cut.id)
+            assert counts.tolist() == [len(store.ids(fp)) for fp in cut.fingerprint.tolist()]
+            firsts, first_counts = store.query_many(queries, 3, first=True, max_ids=limit, return_counts=True)
+            assert first_counts.tolist() == [len(store.ids(fp)) for fp in firsts.fingerprint.tolist()]
+        assert max(counts.tolist()) == 5000 - 10 + 2
+        assert 0 in counts.tolist()  # the neighbours stored without an id
+        assert isinstance(store.query_many(queries, 3), simstore.QueryMatches)
         assert [m.id_count for m in store.query(hot, 0, max_ids=1)] == [5000 - 10 + 2]  # 3000 was stored already
         assert store.query(hot, 0, max_ids=1)[0].ids == [5]
         for bad in (0, -1):
