@@ -117,7 +117,7 @@ pub enum Command {
         #[command(flatten)]
         open: OpenArgs,
     },
-    /// Query: reads lines `FP`, prints one JSON object per line, in order.
+    /// Query: reads lines `FP` (or `FP<TAB>NAME` as `hash` prints them, the name echoed as "name"), prints one JSON object per line, in order.
     Query {
         /// Store directory.
         dir: PathBuf,
@@ -142,7 +142,8 @@ pub enum Command {
         #[arg(long)]
         lazy: bool,
         /// Probabilistic queries (Sood & Loguinov's PSM): read lines `FP
-        /// [VOLATILITY]` (as `hash --weights` prints them) and, on a
+        /// [VOLATILITY]` (or `FP<TAB>VOLATILITY<TAB>NAME` as `hash
+        /// --weights` prints them, the name echoed) and, on a
         /// one-table store (`create --tables 1`), probe the query's header
         /// and the headers of its likeliest bit flips only. Other stores
         /// answer exactly. A line without a volatility takes every bit as

@@ -122,16 +122,56 @@ fn parse_plain(line: &[u8], allow_id: bool) -> Option<(u64, Option<u64>)> {
     }
 }
 
+/// A query line's fingerprint and, when the line named its document, the
+/// name.
+pub type Query = (u64, Option<String>);
+
+/// Parses a query line (the line's bytes, without its end): `FP`, or
+/// `FP<TAB>NAME` as `hash` prints it, whose name (everything after the
+/// TAB; none when empty) the answer echoes. `Ok(None)` for a blank line.
+pub fn parse_query(line: &[u8]) -> Result<Option<Query>, String> {
+    if let Some((fp, _)) = parse_plain(line, false) {
+        return Ok(Some((fp, None)));
+    }
+    let line = utf8(line)?;
+    let (head, name) = match line.split_once('\t') {
+        Some((head, name)) => (head, named(name)),
+        None => (line, None),
+    };
+    match parse_record(head, false)? {
+        Some((fp, _)) => Ok(Some((fp, name))),
+        None if name.is_some() => Err("no fingerprint before the name".into()),
+        None => Ok(None),
+    }
+}
+
+/// A line's name field: none when empty.
+fn named(name: &str) -> Option<String> {
+    (!name.is_empty()).then(|| name.to_string())
+}
+
 /// Parses `FP [VOLATILITY]` (a probabilistic query: the fingerprint and
-/// the 128 hex digits `hash --weights` prints); without a volatility every
-/// bit is taken as equally likely to flip (probability 1/64).
-/// `Ok(None)` for a blank line.
+/// the 128 hex digits `hash --weights` prints), or
+/// `FP<TAB>VOLATILITY<TAB>NAME` as `hash --weights` prints it, whose name
+/// (everything after the second TAB; none when empty) the answer echoes.
+/// Without a volatility every bit is taken as equally likely to flip
+/// (probability 1/64). `Ok(None)` for a blank line.
 pub fn parse_probabilistic(
     line: &str,
-) -> Result<Option<(u64, simstore::simhash::Volatility)>, String> {
-    let mut fields = line.split_ascii_whitespace();
+) -> Result<Option<(u64, simstore::simhash::Volatility, Option<String>)>, String> {
+    let mut tabs = line.splitn(3, '\t');
+    let (head, name) = match (tabs.next(), tabs.next(), tabs.next()) {
+        (Some(fp), Some(volatility), Some(name)) => {
+            (&line[..fp.len() + 1 + volatility.len()], named(name))
+        }
+        _ => (line, None),
+    };
+    let mut fields = head.split_ascii_whitespace();
     let Some(fp) = fields.next() else {
-        return Ok(None);
+        return match name {
+            Some(_) => Err("no fingerprint before the name".into()),
+            None => Ok(None),
+        };
     };
     let fp = parse_fingerprint(fp)?;
     let volatility = match fields.next() {
@@ -145,7 +185,7 @@ pub fn parse_probabilistic(
             quoted(extra)
         ));
     }
-    Ok(Some((fp, volatility)))
+    Ok(Some((fp, volatility, name)))
 }
 
 /// Parses `FP [ID]` (the line's bytes, without its end); `Ok(None)` for
@@ -232,6 +272,53 @@ mod tests {
                 assert_eq!(hex16(&digits), reference(&digits), "{digits:?}");
             }
         }
+    }
+
+    #[test]
+    fn query_lines_may_carry_the_name_hash_prints() {
+        let fp = 0x0123_4567_89ab_cdef;
+        let name = |s: &str| Some(s.to_string());
+        let q = |s: &str| parse_query(s.as_bytes());
+        assert_eq!(q("0123456789abcdef"), Ok(Some((fp, None))));
+        assert_eq!(
+            q("0123456789abcdef\tdocs/a b.txt"),
+            Ok(Some((fp, name("docs/a b.txt"))))
+        );
+        assert_eq!(
+            q(" 0x0123456789ABCDEF \ta\tb"),
+            Ok(Some((fp, name("a\tb"))))
+        );
+        assert_eq!(q("0123456789abcdef\t"), Ok(Some((fp, None))));
+        assert_eq!(q("  "), Ok(None));
+        assert_eq!(q("\tname"), Err("no fingerprint before the name".into()));
+        assert!(q("0123456789abcdef 7\tname").is_err());
+        assert!(q("0123456789abcdef 7").is_err());
+        assert!(q("0123456789abcde\tname").is_err());
+
+        let v = "00".repeat(64);
+        let volatile = simstore::simhash::Volatility::from_hex(&v).unwrap();
+        let uniform = simstore::simhash::Volatility::uniform(1.0 / 64.0);
+        let p = |s: &str| parse_probabilistic(s);
+        assert_eq!(
+            p(&format!("0123456789abcdef {v}")),
+            Ok(Some((fp, volatile, None)))
+        );
+        assert_eq!(
+            p(&format!("0123456789abcdef\t{v}")),
+            Ok(Some((fp, volatile, None)))
+        );
+        assert_eq!(
+            p(&format!("0123456789abcdef\t{v}\tdocs/a\tb")),
+            Ok(Some((fp, volatile, name("docs/a\tb"))))
+        );
+        assert_eq!(
+            p(&format!("0123456789abcdef\t{v}\t")),
+            Ok(Some((fp, volatile, None)))
+        );
+        assert_eq!(p("0123456789abcdef"), Ok(Some((fp, uniform, None))));
+        assert_eq!(p("\t\tname"), Err("no fingerprint before the name".into()));
+        assert!(p("0123456789abcdef\tname").is_err());
+        assert!(p(&format!("0123456789abcdef\t{v} x\tname")).is_err());
     }
 
     #[test]

@@ -60,16 +60,24 @@ fn push_decimal(line: &mut Vec<u8>, mut v: u64) {
 /// CLI reuses one buffer for every answer instead of building strings
 /// per match, and writes its bytes as they are (all ASCII). With
 /// `max_ids`, each match lists at most that many ids (its smallest) and
-/// gives how many it has ([`Match::id_count`]) as `id_count`.
+/// gives how many it has ([`Match::id_count`]) as `id_count`. A query
+/// line that named its document (`FP<TAB>NAME`) has the name echoed as
+/// `name`.
 pub fn push_query_result(
     line: &mut Vec<u8>,
     query: u64,
+    name: Option<&str>,
     matches: &[Match],
     max_ids: Option<usize>,
 ) {
     line.extend_from_slice(b"{\"query\":\"");
     push_hex(line, query);
-    line.extend_from_slice(b"\",\"matches\":[");
+    line.push(b'"');
+    if let Some(name) = name {
+        line.extend_from_slice(b",\"name\":");
+        line.extend_from_slice(string(name).as_bytes());
+    }
+    line.extend_from_slice(b",\"matches\":[");
     for (i, m) in matches.iter().enumerate() {
         if i > 0 {
             line.push(b',');
@@ -160,7 +168,7 @@ mod tests {
 
     fn query_result(query: u64, matches: &[simstore::Match]) -> String {
         let mut line = Vec::new();
-        super::push_query_result(&mut line, query, matches, None);
+        super::push_query_result(&mut line, query, None, matches, None);
         String::from_utf8(line).unwrap()
     }
 
@@ -203,7 +211,7 @@ mod tests {
         let many = simstore::Match::new(255, 0, vec![3, 4, 5]);
         for (max, ids) in [(0, ""), (2, "3,4"), (3, "3,4,5"), (9, "3,4,5")] {
             let mut line = Vec::new();
-            super::push_query_result(&mut line, 1, std::slice::from_ref(&many), Some(max));
+            super::push_query_result(&mut line, 1, None, std::slice::from_ref(&many), Some(max));
             assert_eq!(
                 String::from_utf8(line).unwrap(),
                 format!(

@@ -6,7 +6,7 @@ use std::io::{self, Read, Write};
 
 use simstore::{Error, Op, Store};
 
-use super::input::parse_record;
+use super::input::{parse_query, parse_record};
 use super::json;
 use super::lines::for_each_line;
 
@@ -254,18 +254,22 @@ pub fn query(
     batch: bool,
     max_ids: Option<usize>,
 ) -> Result<(), Failure> {
-    let parse = |s: &[u8]| parse_record(s, false).map(|r| r.map(|(fp, _)| fp));
     if batch {
         let mut queries = Vec::new();
-        let read = for_each_line(input, std::time::Duration::ZERO, parse, |_, fp, _| {
-            queries.extend(fp);
+        let mut names = Names::default();
+        let read = for_each_line(input, std::time::Duration::ZERO, parse_query, |_, q, _| {
+            if let Some((fp, name)) = q {
+                names.push(queries.len(), name);
+                queries.push(fp);
+            }
             Ok(())
         });
         let mut printer = Printer::new(max_ids);
-        for chunk in queries.chunks(QUERY_BATCH) {
+        for (c, chunk) in queries.chunks(QUERY_BATCH).enumerate() {
             let results = ask(store, chunk, k, false, max_ids)?;
-            for (q, matches) in chunk.iter().zip(&results) {
-                printer.write(out, *q, matches)?;
+            for (i, (q, matches)) in chunk.iter().zip(&results).enumerate() {
+                let name = names.of(c * QUERY_BATCH + i);
+                printer.write(out, *q, name, matches)?;
             }
         }
         out.flush()?;
@@ -276,17 +280,25 @@ pub fn query(
     // interactive caller still gets each answer as soon as it asks.
     let mut printer = Printer::new(max_ids);
     let group = ANSWER_GROUP;
-    let mut waiting = Vec::with_capacity(group);
-    let result = for_each_line(input, std::time::Duration::ZERO, parse, |_, fp, more| {
-        waiting.extend(fp);
-        if waiting.len() == group || !more {
-            answer(store, out, &mut printer, &mut waiting, k, first, max_ids)?;
-        }
-        if !more {
-            out.flush()?;
-        }
-        Ok(())
-    });
+    let mut waiting = Waiting::default();
+    let result = for_each_line(
+        input,
+        std::time::Duration::ZERO,
+        parse_query,
+        |_, q, more| {
+            if let Some((fp, name)) = q {
+                waiting.names.push(waiting.fps.len(), name);
+                waiting.fps.push(fp);
+            }
+            if waiting.fps.len() == group || !more {
+                answer(store, out, &mut printer, &mut waiting, k, first, max_ids)?;
+            }
+            if !more {
+                out.flush()?;
+            }
+            Ok(())
+        },
+    );
     // What was read before a malformed line is answered before it is
     // reported.
     answer(store, out, &mut printer, &mut waiting, k, first, max_ids)?;
@@ -309,17 +321,20 @@ pub fn query_probabilistic(
 ) -> Result<(), Failure> {
     let mut printer = Printer::new(max_ids);
     let mut waiting = Vec::with_capacity(ANSWER_GROUP);
+    let mut names = Names::default();
     let mut answer = |waiting: &mut Vec<(u64, simstore::simhash::Volatility)>,
+                      names: &mut Names,
                       out: &mut dyn Write|
      -> Result<(), Failure> {
         let answers = match max_ids {
             Some(n) => store.query_probabilistic_many_max_ids(waiting, k, budget, first, n)?,
             None => store.query_probabilistic_many(waiting, k, budget, first)?,
         };
-        for ((fp, _), matches) in waiting.iter().zip(&answers) {
-            printer.write(out, *fp, matches)?;
+        for (i, ((fp, _), matches)) in waiting.iter().zip(&answers).enumerate() {
+            printer.write(out, *fp, names.of(i), matches)?;
         }
         waiting.clear();
+        names.clear();
         Ok(())
     };
     let result = for_each_line(
@@ -327,9 +342,12 @@ pub fn query_probabilistic(
         std::time::Duration::ZERO,
         |s| crate::input::utf8(s).and_then(crate::input::parse_probabilistic),
         |_, q, more| {
-            waiting.extend(q);
+            if let Some((fp, volatility, name)) = q {
+                names.push(waiting.len(), name);
+                waiting.push((fp, volatility));
+            }
             if waiting.len() == ANSWER_GROUP || !more {
-                answer(&mut waiting, out)?;
+                answer(&mut waiting, &mut names, out)?;
             }
             if !more {
                 out.flush()?;
@@ -337,7 +355,7 @@ pub fn query_probabilistic(
             Ok(())
         },
     );
-    answer(&mut waiting, out)?;
+    answer(&mut waiting, &mut names, out)?;
     out.flush()?;
     result
 }
@@ -349,29 +367,62 @@ fn answer(
     store: &Store,
     out: &mut impl Write,
     printer: &mut Printer,
-    waiting: &mut Vec<u64>,
+    waiting: &mut Waiting,
     k: u32,
     first: bool,
     max_ids: Option<usize>,
 ) -> Result<(), Failure> {
-    if waiting.is_empty() {
+    if waiting.fps.is_empty() {
         return Ok(());
     }
-    let fps = std::mem::take(waiting);
+    let Waiting { fps, names } = std::mem::take(waiting);
     match ask(store, &fps, k, first, max_ids) {
         Ok(answers) => {
-            for (fp, matches) in fps.iter().zip(&answers) {
-                printer.write(out, *fp, matches)?;
+            for (i, (fp, matches)) in fps.iter().zip(&answers).enumerate() {
+                printer.write(out, *fp, names.of(i), matches)?;
             }
         }
         Err(_) => {
-            for fp in fps {
+            for (i, &fp) in fps.iter().enumerate() {
                 let matches = ask(store, &[fp], k, first, max_ids)?;
-                printer.write(out, fp, matches.first().map_or(&[], Vec::as_slice))?;
+                let matches = matches.first().map_or(&[][..], Vec::as_slice);
+                printer.write(out, fp, names.of(i), matches)?;
             }
         }
     }
     Ok(())
+}
+
+/// Queries read and not answered yet.
+#[derive(Default)]
+struct Waiting {
+    fps: Vec<u64>,
+    names: Names,
+}
+
+/// The names query lines gave (most give none), by the query's index.
+#[derive(Default)]
+struct Names(Vec<(usize, String)>);
+
+impl Names {
+    /// Records query `i`'s name, if it has one; `i` increases call by call.
+    fn push(&mut self, i: usize, name: Option<String>) {
+        if let Some(name) = name {
+            self.0.push((i, name));
+        }
+    }
+
+    /// Query `i`'s name.
+    fn of(&self, i: usize) -> Option<&str> {
+        self.0
+            .binary_search_by_key(&i, |&(j, _)| j)
+            .ok()
+            .map(|at| self.0[at].1.as_str())
+    }
+
+    fn clear(&mut self) {
+        self.0.clear();
+    }
 }
 
 /// The library's answers to `fps` (with `first`, a list of at most one
@@ -409,15 +460,16 @@ impl Printer {
         }
     }
 
-    /// Writes one query's result line.
+    /// Writes one query's result line, with the name its line gave.
     fn write(
         &mut self,
         out: &mut (impl Write + ?Sized),
         query: u64,
+        name: Option<&str>,
         matches: &[simstore::Match],
     ) -> io::Result<()> {
         self.line.clear();
-        json::push_query_result(&mut self.line, query, matches, self.max_ids);
+        json::push_query_result(&mut self.line, query, name, matches, self.max_ids);
         self.line.push(b'\n');
         out.write_all(&self.line)
     }

@@ -124,3 +124,88 @@ fn jsonl_records_and_bad_inputs() {
         "the good file is still hashed"
     );
 }
+
+/// `hash`'s lines fed to `query` as they are: every answer is the one its
+/// fingerprint alone gets, with the document's name echoed, in every
+/// query mode (`hash --weights`'s lines with `--probabilistic`).
+#[test]
+fn hash_lines_query_with_their_names() {
+    let tmp = tempfile::tempdir().unwrap();
+    let docs = tmp.path().join("docs");
+    std::fs::create_dir(&docs).unwrap();
+    let mut rng = common::Rng(7);
+    let words: Vec<String> = (0..400).map(|i| format!("w{i}")).collect();
+    let text = |rng: &mut common::Rng| -> String {
+        (0..60)
+            .map(|_| words[rng.below(words.len() as u64) as usize].as_str())
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
+    for i in 0..40 {
+        let body = text(&mut rng);
+        // Names with a space, a quote and a backslash, and near-copies.
+        std::fs::write(docs.join(format!("doc {i} \"q\"\\.txt")), &body).unwrap();
+        if i % 4 == 0 {
+            std::fs::write(docs.join(format!("copy {i}.txt")), body + " extra").unwrap();
+        }
+    }
+    let d = docs.to_str().unwrap();
+    let store = tmp.path().join("s");
+    let s = store.to_str().unwrap();
+    let bin = env!("CARGO_BIN_EXE_simstore");
+    common::ok_bin(
+        bin,
+        &["create", s, "--tables", "1", "--max-distance", "6"],
+        "",
+    );
+    let hashed = common::ok_bin(bin, &["hash", d], "");
+    let weighed = common::ok_bin(bin, &["hash", "--weights", d], "");
+    let stored: String = hashed
+        .lines()
+        .enumerate()
+        .filter(|(i, _)| i % 2 == 0)
+        .map(|(i, l)| format!("{} {i}\n", &l[..16]))
+        .collect();
+    common::ok_bin(bin, &["add", s], &stored);
+    let json_name = |name: &str| name.replace('\\', "\\\\").replace('"', "\\\"");
+    for (lines, modes) in [
+        (
+            &hashed,
+            &[&["--max-distance", "6"][..], &["--batch"], &["--first"]][..],
+        ),
+        (
+            &weighed,
+            &[&["--probabilistic", "--max-distance", "6"][..]][..],
+        ),
+    ] {
+        let names: Vec<&str> = lines
+            .lines()
+            .map(|l| l.rsplit('\t').next().unwrap())
+            .collect();
+        let bare: String = lines
+            .lines()
+            .map(|l| l.rsplit_once('\t').unwrap().0.to_string() + "\n")
+            .collect();
+        for mode in modes {
+            let args: Vec<&str> = ["query", s].iter().chain(mode.iter()).copied().collect();
+            let named = common::ok_bin(bin, &args, lines);
+            let plain = common::ok_bin(bin, &args, &bare);
+            assert_eq!(named.lines().count(), names.len());
+            let mut matched = 0;
+            for ((got, want), name) in named.lines().zip(plain.lines()).zip(&names) {
+                let with_name = want.replacen(
+                    "\",\"matches\"",
+                    &format!("\",\"name\":\"{}\",\"matches\"", json_name(name)),
+                    1,
+                );
+                assert_eq!(got, with_name, "{mode:?}");
+                matched += usize::from(!got.ends_with("\"matches\":[]}"));
+            }
+            assert!(matched >= names.len() / 2, "{mode:?}: {matched}");
+        }
+    }
+    // A name with no fingerprint before it is refused with its line.
+    let out = common::run_bin(bin, &["query", s], "\tname\n");
+    assert_eq!(out.status.code(), Some(3));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("line 1: no fingerprint before the name"));
+}
