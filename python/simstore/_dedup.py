@@ -15,15 +15,25 @@ from array import array
 from itertools import islice
 from typing import Any, Iterable, Iterator, NamedTuple, Optional, Tuple, Union
 
-from ._simstore import DedupSession, Fingerprinter
+from ._simstore import DedupSession, Fingerprinter, log_name_hash, scan_log
 
 __all__ = ["Decision", "dedup"]
 
 #: Name of the decision log inside the store directory.
 LOG_NAME = "dedup.log"
 
-#: The hash of document names in the decision log's index.
-_name_hash = hash
+#: The mask of the hashes of document names in the decision log's index
+#: (tests make every name share one with 0).
+_HASH_MASK = 2**64 - 1
+
+
+#: Lines of the decision log read natively at a time.
+_SCAN_LINES = 1 << 18
+
+
+def _name_hash(name: str) -> int:
+    """The hash of a document name in the decision log's index."""
+    return log_name_hash(name, _HASH_MASK)
 
 
 class Decision(NamedTuple):
@@ -72,7 +82,16 @@ class _Log:
             open(self.path, "ab").close()
         self.reader = open(self.path, "rb", buffering=0)  # appended to while open
         with open(self.path, "rb") as f:
-            for raw in f:
+            while True:
+                # The lines in the layout the log is written in, natively,
+                # a slice at a time; then one other line (a name with
+                # escapes), parsed here.
+                starts, hashes, self.end = scan_log(self.path, self.end, len(self.offsets), _HASH_MASK, _SCAN_LINES)
+                self._index(starts, hashes)
+                if len(starts) == _SCAN_LINES:
+                    continue
+                f.seek(self.end)
+                raw = f.readline()
                 entry = _parse(raw) if raw.endswith(b"\n") else None
                 if entry is None or entry[0] != len(self.offsets):
                     break
@@ -116,6 +135,22 @@ class _Log:
                 return None
         logged, line = self.entry(seq)
         return (seq, line) if logged == name else None
+
+    def _index(self, starts, hashes) -> None:
+        """Takes in the lines starting at ``starts``, numbered on from the
+        last, whose names have ``hashes``: a name whose hash an earlier one
+        has is read back to tell a clash from a repeat."""
+        first = len(self.offsets)
+        self.offsets.frombytes(starts.tobytes())
+        fresh = dict(zip(hashes.tolist(), range(first, first + len(hashes))))
+        if len(fresh) == len(hashes) and self.seqs.keys().isdisjoint(fresh):
+            if self.seqs:
+                self.seqs.update(fresh)
+            else:
+                self.seqs = fresh
+            return
+        for seq in range(first, len(self.offsets)):
+            self._remember(self.entry(seq)[0], seq)
 
     def _remember(self, name: str, seq: int) -> None:
         other = self.seqs.get(_name_hash(name))

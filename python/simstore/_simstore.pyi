@@ -326,3 +326,15 @@ class JoinIndex:
         ``(query, fingerprint, distance)``, ``query`` being the position of
         the query in ``queries``; each match once."""
     def __len__(self) -> int: ...
+
+def log_name_hash(name: str, mask: int) -> int:
+    """The hash of a document name in ``simstore.dedup``'s decision log
+    index (SipHash of its UTF-8 bytes), masked by ``mask``."""
+
+def scan_log(
+    path: PathLike, start: int, seq: int, mask: int, limit: int
+) -> tuple[npt.NDArray[np.uint64], npt.NDArray[np.uint64], int]:
+    """Reads the decision log at ``path`` from byte ``start`` (the line
+    numbered ``seq``): the starts of up to ``limit`` lines in the layout the
+    log is written in and their names' hashes, up to the first other line;
+    and where the next line begins."""

@@ -10,6 +10,7 @@ mod dedup;
 mod errors;
 mod fingerprint;
 mod join;
+mod log;
 mod store;
 
 #[pymodule]
@@ -22,5 +23,7 @@ fn _simstore(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<dedup::DedupSession>()?;
     m.add_class::<join::PyJoin>()?;
     m.add_class::<join::PyJoinIndex>()?;
+    m.add_function(wrap_pyfunction!(log::scan_log, m)?)?;
+    m.add_function(wrap_pyfunction!(log::log_name_hash, m)?)?;
     Ok(())
 }

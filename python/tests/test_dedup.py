@@ -138,9 +138,16 @@ def test_the_log_finds_names_whatever_their_hashes(tmp_path, monkeypatch, clash)
     from simstore import _dedup
 
     if clash:
-        monkeypatch.setattr(_dedup, "_name_hash", lambda s: 7)
-    names = ["a", "b", "a b", '"q"', ""]
-    lines = [json.dumps({"id": n, "duplicate_of": None}) for n in names]
+        monkeypatch.setattr(_dedup, "_HASH_MASK", 0)
+    else:
+        monkeypatch.setattr(_dedup, "_SCAN_LINES", 2)  # slices end inside runs of native lines
+    # Names without escapes in the layout the log is written in (read
+    # natively at open) and others (read by JSON), mixed.
+    names = ["a", "b", "a b", '"q"', "", "http://x/y?z=1", "tab\tname", "ünï ✓", "c\\d", "last"]
+    lines = [
+        _dedup._line(n, 0xFF, None) if i % 3 else json.dumps({"id": n, "duplicate_of": None})
+        for i, n in enumerate(names)
+    ]
     log = _dedup._Log(tmp_path)
     log.append(list(zip(names[:2], lines[:2])))
     log.append(list(zip(names[2:], lines[2:])))
@@ -149,19 +156,26 @@ def test_the_log_finds_names_whatever_their_hashes(tmp_path, monkeypatch, clash)
             assert log.logged(name) == (seq, lines[seq])
             assert log.entry(seq) == (name, lines[seq])
             assert log.name(seq) == name
-        for absent in ["c", "a ", '"q']:
+        for absent in ["c", "a ", '"q', "http://x/y?z=2", "tab"]:
             assert log.logged(absent) is None
         log.close()
         log = _dedup._Log(tmp_path)
         assert len(log) == len(names)
     log.close()
     with open(tmp_path / "dedup.log", "ab") as f:
-        f.write(b'{"seq":5,"li')
+        f.write(json.dumps({"seq": len(names), "line": _dedup._line("torn", 1, None)}, separators=(",", ":")).encode()[:-3])
     log = _dedup._Log(tmp_path)
-    assert len(log) == 5 and log.logged("a") == (0, lines[0])
+    assert len(log) == len(names) and log.logged("a") == (0, lines[0]) and log.logged("torn") is None
     log.append([("z", json.dumps({"id": "z"}))])
-    assert log.logged("z") == (5, json.dumps({"id": "z"})) and log.logged('"q"') == (3, lines[3])
+    assert log.logged("z") == (len(names), json.dumps({"id": "z"})) and log.logged('"q"') == (3, lines[3])
     log.close()
+    # A line numbered out of turn ends the log there, in either layout.
+    for bad in [_dedup._line("late", 1, None), json.dumps({"id": "late"})]:
+        with open(tmp_path / "dedup.log", "ab") as f:
+            f.write(json.dumps({"seq": 99, "line": bad}, separators=(",", ":")).encode() + b"\n")
+        log = _dedup._Log(tmp_path)
+        assert len(log) == len(names) + 1 and log.logged("late") is None
+        log.close()
 
 
 def test_log_lines_are_read_as_json_reads_them():
