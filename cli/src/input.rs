@@ -128,14 +128,26 @@ pub type Query = (u64, Option<String>);
 
 /// Parses a query line (the line's bytes, without its end): `FP`, or
 /// `FP<TAB>NAME` as `hash` prints it, whose name (everything after the
-/// TAB; none when empty) the answer echoes. `Ok(None)` for a blank line.
+/// TAB; none when empty) the answer echoes. The column `hash --weights`
+/// and `hash --sketch` print between the two (128 hex digits and a TAB)
+/// is passed over. `Ok(None)` for a blank line.
 pub fn parse_query(line: &[u8]) -> Result<Option<Query>, String> {
     if let Some((fp, _)) = parse_plain(line, false) {
         return Ok(Some((fp, None)));
     }
     let line = utf8(line)?;
     let (head, name) = match line.split_once('\t') {
-        Some((head, name)) => (head, named(name)),
+        Some((head, rest)) => {
+            let name = match rest.split_once('\t') {
+                Some((column, name))
+                    if column.len() == 128 && column.bytes().all(|c| c.is_ascii_hexdigit()) =>
+                {
+                    name
+                }
+                _ => rest,
+            };
+            (head, named(name))
+        }
         None => (line, None),
     };
     match parse_record(head, false)? {
@@ -289,6 +301,17 @@ mod tests {
             Ok(Some((fp, name("a\tb"))))
         );
         assert_eq!(q("0123456789abcdef\t"), Ok(Some((fp, None))));
+        // hash --weights's and --sketch's column, passed over.
+        let column = "0f".repeat(64);
+        assert_eq!(
+            q(&format!("0123456789abcdef\t{column}\tn a")),
+            Ok(Some((fp, name("n a"))))
+        );
+        let short = &column[1..];
+        assert_eq!(
+            q(&format!("0123456789abcdef\t{short}\tn")),
+            Ok(Some((fp, name(&format!("{short}\tn")))))
+        );
         assert_eq!(q("  "), Ok(None));
         assert_eq!(q("\tname"), Err("no fingerprint before the name".into()));
         assert!(q("0123456789abcdef 7\tname").is_err());

@@ -175,18 +175,26 @@ fn hash_lines_query_with_their_names() {
         ),
         (
             &weighed,
-            &[&["--probabilistic", "--max-distance", "6"][..]][..],
+            &[
+                &["--probabilistic", "--max-distance", "6"][..],
+                &["--first"],
+            ][..],
         ),
     ] {
         let names: Vec<&str> = lines
             .lines()
             .map(|l| l.rsplit('\t').next().unwrap())
             .collect();
-        let bare: String = lines
-            .lines()
-            .map(|l| l.rsplit_once('\t').unwrap().0.to_string() + "\n")
-            .collect();
         for mode in modes {
+            // Without the name; exact queries take the fingerprint alone.
+            let probabilistic = mode.contains(&"--probabilistic");
+            let bare: String = lines
+                .lines()
+                .map(|l| match probabilistic {
+                    true => l.rsplit_once('\t').unwrap().0.to_string() + "\n",
+                    false => l[..16].to_string() + "\n",
+                })
+                .collect();
             let args: Vec<&str> = ["query", s].iter().chain(mode.iter()).copied().collect();
             let named = common::ok_bin(bin, &args, lines);
             let plain = common::ok_bin(bin, &args, &bare);
