@@ -97,12 +97,16 @@ impl Log {
                 // A torn last line.
                 break;
             }
-            let Some((seq, name, _)) = log_line(&line) else {
-                break;
+            let seq = log.len();
+            // The layout the log is written in, read directly; any other
+            // line as JSON.
+            let name = match simstore::dedup::log::name_of(&line, seq) {
+                Some(name) => name.to_string(),
+                None => match log_line(&line) {
+                    Some((logged, name, _)) if logged == seq => name,
+                    _ => break,
+                },
             };
-            if seq != log.len() {
-                break;
-            }
             log.offsets.push(good);
             good += line.len() as u64 + 1;
             log.end = good;

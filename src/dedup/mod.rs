@@ -23,6 +23,8 @@ use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
 
 use crate::simhash::{Sketch, Volatility};
+
+pub mod log;
 use crate::{Budget, Error, Op, Result, Store};
 
 /// Ids of each stored match a similarity decision lists first (the
