@@ -26,7 +26,6 @@ LOG_NAME = "dedup.log"
 #: (tests make every name share one with 0).
 _HASH_MASK = 2**64 - 1
 
-
 #: Lines of the decision log read natively at a time.
 _SCAN_LINES = 1 << 18
 
