@@ -58,7 +58,7 @@ fn push_decimal(line: &mut Vec<u8>, mut v: u64) {
 
 /// Appends one query's result line (without its newline) to `line`; the
 /// CLI reuses one buffer for every answer instead of building strings
-/// per match, and writes its bytes as they are (all ASCII). With
+/// per match, and writes its bytes as they are (ASCII but for a name). With
 /// `max_ids`, each match lists at most that many ids (its smallest) and
 /// gives how many it has ([`Match::id_count`]) as `id_count`. A query
 /// line that named its document (`FP<TAB>NAME`) has the name echoed as
