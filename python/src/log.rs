@@ -11,7 +11,7 @@
 use std::fs::File;
 use std::hash::Hasher;
 use std::io::{BufRead, BufReader, Seek, SeekFrom};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use numpy::{IntoPyArray, PyArray1};
 use pyo3::prelude::*;
@@ -56,7 +56,7 @@ pub fn scan_log<'py>(
 type Scanned = (Vec<u64>, Vec<u64>, u64);
 
 fn scan(
-    path: &PathBuf,
+    path: &Path,
     start: u64,
     mut seq: u64,
     mask: u64,
