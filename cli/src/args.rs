@@ -150,8 +150,8 @@ pub enum Command {
         /// equally volatile.
         #[arg(long, conflicts_with = "batch")]
         probabilistic: bool,
-        /// With --probabilistic: the share of the flip probability to
-        /// cover (0 to 1; default 0.95).
+        /// With --probabilistic: the expected recall to reach under the
+        /// flip model (0 to 1; default 0.95).
         #[arg(long, requires = "probabilistic", value_parser = parse_recall)]
         recall: Option<f64>,
         /// With --probabilistic: the most headers probed per query and
@@ -245,8 +245,8 @@ pub enum Command {
         /// stores answer exactly.
         #[arg(long, conflicts_with = "similarity")]
         probabilistic: bool,
-        /// With --probabilistic: the share of the flip probability to
-        /// cover (0 to 1; default 0.95).
+        /// With --probabilistic: the expected recall to reach under the
+        /// flip model (0 to 1; default 0.95).
         #[arg(long, requires = "probabilistic", value_parser = parse_recall)]
         recall: Option<f64>,
         #[command(flatten)]

@@ -190,7 +190,7 @@ class Store:
     ) -> list[Match]:
         """Probabilistic query (PSM) on a one-table store (``tables=1``): the
         runs of the query's header and of its likeliest bit flips, until
-        ``recall`` of the flip probability or ``max_probes`` headers; every
+        an expected ``recall`` under the flip model or ``max_probes`` headers; every
         answer is a true match, some may be missed. ``volatility``: 64 bytes
         (``Fingerprinter.volatility``) or their 128 hex digits. Stores of
         several tables answer exactly. ``max_ids`` as for ``query``."""

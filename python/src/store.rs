@@ -547,7 +547,7 @@ impl PyStore {
 
     /// Probabilistic query (Sood & Loguinov's PSM) on a one-table store:
     /// the runs of the query's header and of its likeliest flips, until
-    /// `recall` of the flip probability or `max_probes`; every answer is a
+    /// an expected `recall` under the flip model or `max_probes`; every answer is a
     /// true match. Other stores answer exactly. With `max_ids`, at most
     /// that many ids a match (its smallest).
     #[pyo3(signature = (fingerprint, volatility, k=None, recall=0.95, max_probes=None, first=false, max_ids=None))]

@@ -5,19 +5,27 @@
 //! probes, for a query, the run sharing its top `t` bits (the header) and
 //! then the runs of headers with some bits flipped. Flip sets are taken
 //! in decreasing probability under independent per-bit flip
-//! probabilities `p_j`: `P(S) ∝ ∏_{j∈S} p_j/(1−p_j)`. For each size `h`
-//! the sets form a tree over the bits sorted by probability: the root is
-//! the `h` likeliest bits; a set's left child moves its last bit one
-//! place down the order, its right child moves the bit before the first
-//! gap of two (none when that gap is wider). Every set of size `h` is
-//! reached exactly once and no child is likelier than its parent, so a
-//! heap holding the frontier of the `k` trees yields the sets in
-//! decreasing probability.
+//! probabilities `p_j`, the probability that a stored fingerprint within
+//! `k` bits of the query differs from it in exactly the header bits `S`:
+//! `P(S) ∝ ∏_{j∈S} p_j/(1−p_j) · R(k − |S|)`, where `R(m)` is the
+//! probability that at most `m` of the other bits (those outside the
+//! header) flip. The second factor is what the paper's ordering leaves
+//! out: a set of three header bits is found only when no other bit
+//! flipped, which on 38 other bits of typical volatility is far less
+//! likely than the header alone says. For each size `h` the sets form a
+//! tree over the bits sorted by probability: the root is the `h`
+//! likeliest bits; a set's left child moves its last bit one place down
+//! the order, its right child moves the bit before the first gap of two
+//! (none when that gap is wider). Every set of size `h` is reached
+//! exactly once and no child is likelier than its parent (the factor
+//! `R` is the same for a whole tree), so a heap holding the frontier of
+//! the `k` trees yields the sets in decreasing probability.
 //!
 //! The search stops when the sets taken cover the asked share of the
 //! probability of all sets of at most `k` bits (the elementary symmetric
-//! sums of the odds give that total without listing the sets), or at the
-//! probe budget.
+//! sums of the odds, weighted by `R`, give that total without listing the
+//! sets), or at the probe budget. The share covered is then the expected
+//! recall of the query under the model.
 //!
 //! A query needs the sets more than their exact order: for large budgets,
 //! [`likeliest`] lists every set above a bound by a pruned depth-first
@@ -29,11 +37,13 @@ use std::collections::BinaryHeap;
 
 /// How far a probabilistic query searches: when to stop taking flip sets.
 ///
-/// The default covers 95% of the flip probability with no probe limit.
+/// The default stops at an expected recall of 95% under the flip model,
+/// with no probe limit.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Budget {
-    /// Share of the flip probability (of sets of at most `k` header bits)
-    /// to cover; 1 or more takes every set, in probability order.
+    /// The expected recall to reach: the share of the probability that a
+    /// match within `k` differs from the query in one of the header flip
+    /// sets taken; 1 or more takes every set, in probability order.
     pub recall: f64,
     /// The most flip sets taken, the unflipped header included.
     pub max_probes: usize,
@@ -58,7 +68,7 @@ impl Budget {
         max_probes: usize::MAX,
     };
 
-    /// A budget covering `recall` of the flip probability, without a probe
+    /// A budget reaching an expected recall of `recall`, without a probe
     /// limit.
     pub fn recall(recall: f64) -> Self {
         Self {
@@ -195,52 +205,104 @@ struct Order {
     bits: [u8; MAX_HEADER],
     /// Their odds `p/(1−p)`, at most 1, in the same order.
     odds: [f64; MAX_HEADER],
-    /// The sum of the odds products of every set of at most `k` bits, the
-    /// empty set's 1 included.
+    /// `weight[h]`: what a set of `h` bits' odds product is multiplied
+    /// by, `R(k − h) / R(k)` (see the [module documentation](self)): 1
+    /// for the empty set, then not increasing.
+    weight: [f64; 9],
+    /// The sum of the weighted odds products of every set of at most `k`
+    /// bits, the empty set's 1 included.
     total: f64,
 }
 
 impl Order {
     fn new(header: &[u8], p: impl Fn(u8) -> f64, k: u8) -> Self {
-        let header = &header[..header.len().min(MAX_HEADER)];
-        let n = header.len();
-        let k = usize::from(k.min(8)).min(n);
+        let distance = usize::from(k.min(8));
+        // Every bit's flip probability, within 0 to 0.5.
+        let q: [f64; 64] = std::array::from_fn(|b| {
+            let q = p(b as u8);
+            if q.is_nan() {
+                0.0
+            } else {
+                q.clamp(0.0, 0.5)
+            }
+        });
         // Likeliest first, ties by bit number, sorted as one word a bit
         // (which sorts without branches): the odds' bits (below 2^62, odds
         // being at most 1) inverted so the likeliest sorts first, less
         // their lowest 4 (odds within 2^-48 of each other are ordered by
-        // bit number), then the bit number in the low 6.
-        let mut order = [0u64; MAX_HEADER];
-        let mut odds_of = [0f64; MAX_HEADER];
-        for (o, &b) in order.iter_mut().zip(header) {
-            let odds = odds(p(b));
-            odds_of[usize::from(b & 63)] = odds;
-            *o = (!(odds.to_bits() << 2) & !0x3f) | u64::from(b & 63);
+        // bit number), then the bit number in the low 6. A bit named twice counts once.
+        let inside = header.iter().fold(0u64, |m, &b| m | 1u64 << (b & 63));
+        let n = inside.count_ones() as usize;
+        let k = distance.min(n);
+        let mut keys = [u64::MAX; MAX_HEADER];
+        let mut left = inside;
+        for key in &mut keys[..n] {
+            let b = left.trailing_zeros();
+            left &= left - 1;
+            *key = (!(odds(q[b as usize]).to_bits() << 2) & !0x3f) | u64::from(b);
         }
-        order[..n].sort_unstable();
+        keys[..n].sort_unstable();
         let mut bits = [0u8; MAX_HEADER];
         let mut odds = [0f64; MAX_HEADER];
-        for (i, &o) in order[..n].iter().enumerate() {
-            let b = (o & 0x3f) as u8;
+        for (i, &key) in keys[..n].iter().enumerate() {
+            let b = (key & 0x3f) as u8;
             bits[i] = b;
-            odds[i] = odds_of[usize::from(b)];
+            odds[i] = self::odds(q[usize::from(b)]);
         }
-        // e[h]: the sum over sets of h bits of their odds products.
+        // e[h]: the sum over sets of h bits of their odds products (all
+        // nine kept, so the loop's bounds are fixed and its sums stay in
+        // registers).
         let mut e = [0f64; 9];
         e[0] = 1.0;
         for &o in &odds[..n] {
-            for h in (1..=k).rev() {
+            for h in (1..9).rev() {
                 e[h] += e[h - 1] * o;
             }
         }
+        let weight = rest_weights(inside, &q, distance);
         Self {
             n,
             k,
             bits,
             odds,
-            total: e[..=k].iter().sum(),
+            weight,
+            total: e[..=k].iter().zip(&weight).map(|(e, w)| e * w).sum(),
         }
     }
+}
+
+/// The weights of sets of `0..=k` header bits (see [`Order::weight`]):
+/// `R(k − h) / R(k)`, with `R(m)` the probability that at most `m` of the
+/// bits outside `inside` (a mask) flip, each bit `j` independently with
+/// probability `q[j]` (at most 0.5).
+fn rest_weights(inside: u64, q: &[f64; 64], k: usize) -> [f64; 9] {
+    // e[m]: the sum over sets of m of the bits seen so far of their odds
+    // products, R(m) being proportional to e[0] + … + e[m]. All nine are
+    // kept whatever `k`, so the loop's bounds are fixed and its sums stay
+    // in registers.
+    let mut e = [0f64; 9];
+    e[0] = 1.0;
+    let mut left = !inside;
+    while left != 0 {
+        let o = odds(q[left.trailing_zeros() as usize]);
+        left &= left - 1;
+        for m in (1..9).rev() {
+            e[m] += e[m - 1] * o;
+        }
+    }
+    // up_to[m] ∝ R(m); R(k) ≥ R(0) > 0.
+    let mut up_to = [0f64; 9];
+    let mut sum = 0.0;
+    for m in 0..9 {
+        sum += e[m];
+        up_to[m] = sum;
+    }
+    let k = k.min(8);
+    let mut weight = [0f64; 9];
+    for h in 0..=k {
+        weight[h] = (up_to[k - h] / up_to[k]).min(1.0);
+    }
+    weight
 }
 
 impl Flips {
@@ -255,12 +317,14 @@ impl Flips {
             k,
             bits,
             ref odds,
+            ref weight,
             total,
         } = *order;
         let mut heap = BinaryHeap::with_capacity(2 * k + 64);
         let first: [u8; 8] = std::array::from_fn(|i| i as u8);
         for h in 1..=k {
-            heap.push(node(odds[..h].iter().product(), &first[..h]));
+            let odds = odds[..h].iter().product::<f64>() * weight[h];
+            heap.push(node(odds.max(MIN_ODDS), &first[..h]));
         }
         let mut step = [0f64; MAX_HEADER];
         for i in 1..n {
@@ -465,7 +529,7 @@ fn listed(
     for bound in [bound * HOPEFUL, bound] {
         sets.clear();
         if order.k > 0 {
-            walk(order, 0, order.k, 1.0, 0, bound, sets);
+            walk(order, 0, 1, 1.0, 0, bound, sets);
         }
         if take_likeliest(sets, goal, stop.max_probes, in_order, edge, out) {
             return true;
@@ -583,29 +647,33 @@ fn take_likeliest(
     true
 }
 
-/// [`likeliest`]'s walk: every set extending `mask` (whose odds are
-/// `odds`) by up to `left` of the bits from place `from` on with odds at
-/// least `bound`, pushed as the odds' bits over the mask. `left` is at
-/// least 1.
+/// [`likeliest`]'s walk: every set of `size` bits or more (up to `k`)
+/// extending `mask` (of `size − 1` bits, whose odds product is `odds`) by
+/// bits from place `from` on, with weighted odds at least `bound`, pushed
+/// as the weighted odds' bits over the mask. `size` is at least 1.
 fn walk(
     order: &Order,
     from: usize,
-    left: usize,
+    size: usize,
     odds: f64,
     mask: u64,
     bound: f64,
     sets: &mut Vec<u128>,
 ) {
+    let weight = order.weight[size];
     for i in from..order.n {
         let o = odds * order.odds[i];
-        // The odds are in decreasing order: no later bit does better.
-        if o < bound {
+        let weighted = o * weight;
+        // The odds are in decreasing order and a larger set weighs no
+        // more than a smaller one: no later bit, and nothing extending
+        // this set, does better.
+        if weighted < bound {
             break;
         }
         let m = mask | 1u64 << order.bits[i];
-        sets.push(u128::from(o.to_bits()) << 64 | u128::from(m));
-        if left > 1 {
-            walk(order, i + 1, left - 1, o, m, bound, sets);
+        sets.push(u128::from(weighted.to_bits()) << 64 | u128::from(m));
+        if size < order.k {
+            walk(order, i + 1, size + 1, o, m, bound, sets);
         }
     }
 }
@@ -661,10 +729,7 @@ mod tests {
                 assert!(seen.insert(m), "repeated {m:#x}");
                 assert!(m.count_ones() <= u32::from(k));
                 assert_eq!(m & ((1u64 << 40) - 1), 0, "a bit outside the header");
-                let odds: f64 = (0..64)
-                    .filter(|&j| m >> j & 1 == 1)
-                    .map(|j| p(j) / (1.0 - p(j)))
-                    .product();
+                let odds = weighted(m, &header, p, k);
                 assert!(odds <= last * (1.0 + 1e-9), "{m:#x} out of order");
                 last = odds;
             }
@@ -729,6 +794,105 @@ mod tests {
         );
     }
 
+    /// The weighted odds of flipping the header bits `m` (of `header`) for
+    /// a match within `k`: their odds product times `R(k − |m|) / R(k)`,
+    /// `R(j)` here from the elementary symmetric sums of the other bits'
+    /// odds (`R(j) ∝ e_0 + … + e_j`), not as the search computes it.
+    fn weighted(m: u64, header: &[u8], p: impl Fn(u8) -> f64, k: u8) -> f64 {
+        let inside = header.iter().fold(0u64, |a, &b| a | 1 << b);
+        let mut e = vec![0f64; usize::from(k) + 1];
+        e[0] = 1.0;
+        for b in (0..64u8).filter(|&b| inside >> b & 1 == 0) {
+            let q = p(b).clamp(0.0, 0.5);
+            let o = q / (1.0 - q);
+            for h in (1..e.len()).rev() {
+                e[h] += e[h - 1] * o;
+            }
+        }
+        let h = m.count_ones() as usize;
+        let r = |j: usize| e[..=j].iter().sum::<f64>();
+        odds_of(m, |b| odds(p(b))) * r(usize::from(k) - h) / r(usize::from(k))
+    }
+
+    /// The weights of sets of each size against every subset of the other
+    /// bits enumerated, on a header of 52 bits (12 others) with bits of
+    /// every volatility, at distances 0 to 8.
+    #[test]
+    fn sizes_are_weighted_by_the_other_bits_staying_within_k() {
+        let header: Vec<u8> = (12..64).collect();
+        let p = |b: u8| -> f64 {
+            [
+                0.5, 0.3, 0.01, 0.2, 0.0, 0.45, 0.07, 0.12, 0.33, 0.002, 0.25, 0.6,
+            ][usize::from(b % 12)]
+        };
+        for k in 0..=8usize {
+            // exactly[j]: the probability that exactly j of the 12 flip.
+            let mut exactly = [0f64; 13];
+            for flipped in 0u32..1 << 12 {
+                let pr: f64 = (0..12u8)
+                    .map(|b| {
+                        let q = p(b).min(0.5);
+                        if flipped >> b & 1 == 1 {
+                            q
+                        } else {
+                            1.0 - q
+                        }
+                    })
+                    .product();
+                exactly[flipped.count_ones() as usize] += pr;
+            }
+            let r = |j: usize| exactly[..=j].iter().sum::<f64>();
+            let w = Order::new(&header, p, k as u8).weight;
+            for (h, &got) in w[..=k].iter().enumerate() {
+                let want = r(k - h) / r(k);
+                assert!(
+                    (got - want).abs() <= 1e-12,
+                    "k {k}, {h} bits: {got} against {want}"
+                );
+            }
+            assert_eq!(w[0], 1.0);
+        }
+        // No other bit: every size weighs 1.
+        let all: Vec<u8> = (0..64).collect();
+        assert_eq!(
+            Order::new(&all, p, 3).weight,
+            [1.0, 1.0, 1.0, 1.0, 0.0, 0.0, 0.0, 0.0, 0.0]
+        );
+    }
+
+    /// A set of three header bits needs every other bit to stay: with the
+    /// other bits volatile it comes after every single bit, each less
+    /// likely on its own, and with them steady among the first.
+    #[test]
+    fn volatile_other_bits_put_small_sets_first() {
+        let header: Vec<u8> = (40..64).collect();
+        let volatile = |b: u8| {
+            if b >= 61 {
+                0.4
+            } else if b >= 40 {
+                0.05
+            } else {
+                0.1
+            }
+        };
+        let masks = flips(&header, volatile, 3, Budget::probes(40));
+        let three = 0b111u64 << 61;
+        let at = masks.iter().position(|&m| m == three);
+        let last_single = masks.iter().rposition(|m| m.count_ones() == 1);
+        assert!(at > last_single && last_single.is_some(), "{masks:x?}");
+        let steady = |b: u8| {
+            if b >= 61 {
+                0.4
+            } else if b >= 40 {
+                0.05
+            } else {
+                0.0
+            }
+        };
+        let masks = flips(&header, steady, 3, Budget::probes(30));
+        assert!(masks[..8].contains(&three), "{masks:x?}");
+    }
+
     /// Every set of at most `k` of `header`'s bits, with its odds product,
     /// likeliest first.
     fn every_set(header: &[u8], odds: impl Fn(u8) -> f64, k: u32) -> Vec<(f64, u64)> {
@@ -766,7 +930,12 @@ mod tests {
                 .map(|_| (rng.next_u64() >> 11) as f64 / (1u64 << 53) as f64 * 0.5)
                 .collect();
             let odds = |b: u8| odds(p[usize::from(b)]);
-            let reference = every_set(&header, odds, u32::from(k));
+            let weighted = |m: u64| weighted(m, &header, |b| p[usize::from(b)], k);
+            let mut reference = every_set(&header, odds, u32::from(k));
+            for (o, m) in &mut reference {
+                *o = weighted(*m);
+            }
+            reference.sort_by(|a, b| b.0.total_cmp(&a.0));
             let taken = flips(&header, |b| p[usize::from(b)], k, Budget::probes(probes));
             assert_eq!(taken.len(), probes.min(reference.len()), "width {width}");
             let mut seen = std::collections::HashSet::new();
@@ -781,7 +950,7 @@ mod tests {
                 // The i-th set taken is as likely as the i-th likeliest
                 // (equal odds may come in either order).
                 let want = reference[i].0;
-                let got = odds_of(m, odds);
+                let got = weighted(m);
                 assert!(
                     (got - want).abs() <= want * 1e-9,
                     "width {width}, k {k}: set {i} has odds {got}, the {i}-th likeliest {want}"
@@ -834,7 +1003,7 @@ mod tests {
                     }
                 })
                 .collect();
-            let odds = |b: u8| odds(p[usize::from(b)]);
+            let odds = |m: u64| weighted(m, &header, |b| p[usize::from(b)], k);
             for budget in budgets {
                 let heap = flips(&header, |b| p[usize::from(b)], k, budget);
                 let walked: Vec<u64> =
@@ -862,12 +1031,12 @@ mod tests {
                 // Decreasing odds, to within a bucket's width.
                 let mut later = 0f64;
                 for &m in walked[1..].iter().rev() {
-                    let o = odds_of(m, odds);
+                    let o = odds(m);
                     assert!(o * 1.2 >= later, "{context}: {m:#x} before likelier sets");
                     later = later.max(o);
                 }
                 let sorted = |masks: &[u64]| {
-                    let mut o: Vec<f64> = masks.iter().map(|&m| odds_of(m, odds)).collect();
+                    let mut o: Vec<f64> = masks.iter().map(|&m| odds(m)).collect();
                     o.sort_by(|a, b| b.total_cmp(a));
                     o
                 };

@@ -470,7 +470,8 @@ impl Store {
     /// one-table store ([`Options::tables`]`(1)`): the runs of the query's
     /// header and of the headers with its likeliest bit flips, taken by
     /// [`volatility`](crate::simhash::Volatility) until `budget` (by
-    /// default 95% of the flip probability). Every answer is a true match
+    /// default an expected recall of 95% under the flip model, see
+    /// [`Budget`]). Every answer is a true match
     /// (sorted as [`query`](Self::query)'s); a match whose header differs
     /// in bits the search did not flip is missed. On a store of several
     /// tables the answer is exact. [`Budget::EXHAUSTIVE`] gives the exact
