@@ -796,8 +796,10 @@ mod tests {
 
     /// The weighted odds of flipping the header bits `m` (of `header`) for
     /// a match within `k`: their odds product times `R(k − |m|) / R(k)`,
-    /// `R(j)` here from the elementary symmetric sums of the other bits'
-    /// odds (`R(j) ∝ e_0 + … + e_j`), not as the search computes it.
+    /// `R(j)` from the elementary symmetric sums of the other bits' odds
+    /// (`R(j) ∝ e_0 + … + e_j`; the search's own sums are checked against
+    /// every subset of the other bits in
+    /// `sizes_are_weighted_by_the_other_bits_staying_within_k`).
     fn weighted(m: u64, header: &[u8], p: impl Fn(u8) -> f64, k: u8) -> f64 {
         let inside = header.iter().fold(0u64, |a, &b| a | 1 << b);
         let mut e = vec![0f64; usize::from(k) + 1];
@@ -866,30 +868,21 @@ mod tests {
     #[test]
     fn volatile_other_bits_put_small_sets_first() {
         let header: Vec<u8> = (40..64).collect();
-        let volatile = |b: u8| {
-            if b >= 61 {
-                0.4
-            } else if b >= 40 {
-                0.05
-            } else {
-                0.1
+        // The top three header bits at 0.4, the others at 0.05; the bits
+        // outside the header at `rest`.
+        let p = |rest: f64| {
+            move |b: u8| match b {
+                61.. => 0.4,
+                40.. => 0.05,
+                _ => rest,
             }
         };
-        let masks = flips(&header, volatile, 3, Budget::probes(40));
         let three = 0b111u64 << 61;
+        let masks = flips(&header, p(0.1), 3, Budget::probes(40));
         let at = masks.iter().position(|&m| m == three);
         let last_single = masks.iter().rposition(|m| m.count_ones() == 1);
         assert!(at > last_single && last_single.is_some(), "{masks:x?}");
-        let steady = |b: u8| {
-            if b >= 61 {
-                0.4
-            } else if b >= 40 {
-                0.05
-            } else {
-                0.0
-            }
-        };
-        let masks = flips(&header, steady, 3, Budget::probes(30));
+        let masks = flips(&header, p(0.0), 3, Budget::probes(30));
         assert!(masks[..8].contains(&three), "{masks:x?}");
     }
 
