@@ -477,7 +477,7 @@ impl PyStore {
     /// queries within `recall` and `max_probes`, as `query_probabilistic`.
     /// With `max_ids`, rows for at most that many ids a match (its
     /// smallest).
-    #[pyo3(signature = (fingerprints, k=None, first=false, volatility=None, recall=0.95, max_probes=None, max_ids=None, return_counts=false))]
+    #[pyo3(signature = (fingerprints, k=None, first=false, volatility=None, recall=0.975, max_probes=None, max_ids=None, return_counts=false))]
     #[allow(clippy::too_many_arguments)]
     fn query_many<'py>(
         &self,
@@ -550,7 +550,7 @@ impl PyStore {
     /// an expected `recall` under the flip model or `max_probes`; every answer is a
     /// true match. Other stores answer exactly. With `max_ids`, at most
     /// that many ids a match (its smallest).
-    #[pyo3(signature = (fingerprint, volatility, k=None, recall=0.95, max_probes=None, first=false, max_ids=None))]
+    #[pyo3(signature = (fingerprint, volatility, k=None, recall=0.975, max_probes=None, first=false, max_ids=None))]
     #[allow(clippy::too_many_arguments)]
     fn query_probabilistic(
         &self,
