@@ -219,29 +219,20 @@ struct Order {
 impl Order {
     fn new(header: &[u8], p: impl Fn(u8) -> f64, k: u8) -> Self {
         let distance = usize::from(k.min(8));
-        // Every bit's flip probability, within 0 to 0.5.
-        let q: [f64; 64] = std::array::from_fn(|b| {
-            let q = p(b as u8);
-            if q.is_nan() {
-                0.0
-            } else {
-                q.clamp(0.0, 0.5)
-            }
-        });
+        // Every bit's odds, from its flip probability.
+        let odds_of: [f64; 64] = std::array::from_fn(|b| odds(p(b as u8)));
         // Likeliest first, ties by bit number, sorted as one word a bit
         // (which sorts without branches): the odds' bits (below 2^62, odds
         // being at most 1) inverted so the likeliest sorts first, less
         // their lowest 4 (odds within 2^-48 of each other are ordered by
-        // bit number), then the bit number in the low 6. A bit named twice counts once.
+        // bit number), then the bit number in the low 6. A bit named
+        // twice counts once.
         let inside = header.iter().fold(0u64, |m, &b| m | 1u64 << (b & 63));
         let n = inside.count_ones() as usize;
         let k = distance.min(n);
         let mut keys = [u64::MAX; MAX_HEADER];
-        let mut left = inside;
-        for key in &mut keys[..n] {
-            let b = left.trailing_zeros();
-            left &= left - 1;
-            *key = (!(odds(q[b as usize]).to_bits() << 2) & !0x3f) | u64::from(b);
+        for (key, b) in keys.iter_mut().zip(bits_of(inside)) {
+            *key = (!(odds_of[usize::from(b)].to_bits() << 2) & !0x3f) | u64::from(b);
         }
         keys[..n].sort_unstable();
         let mut bits = [0u8; MAX_HEADER];
@@ -249,19 +240,10 @@ impl Order {
         for (i, &key) in keys[..n].iter().enumerate() {
             let b = (key & 0x3f) as u8;
             bits[i] = b;
-            odds[i] = self::odds(q[usize::from(b)]);
+            odds[i] = odds_of[usize::from(b)];
         }
-        // e[h]: the sum over sets of h bits of their odds products (all
-        // nine kept, so the loop's bounds are fixed and its sums stay in
-        // registers).
-        let mut e = [0f64; 9];
-        e[0] = 1.0;
-        for &o in &odds[..n] {
-            for h in (1..9).rev() {
-                e[h] += e[h - 1] * o;
-            }
-        }
-        let weight = rest_weights(inside, &q, distance);
+        let e = symmetric_sums(odds[..n].iter().copied());
+        let weight = rest_weights(inside, &odds_of, distance);
         Self {
             n,
             k,
@@ -273,25 +255,36 @@ impl Order {
     }
 }
 
+/// The bit numbers set in `mask`, lowest first.
+fn bits_of(mut mask: u64) -> impl Iterator<Item = u8> {
+    std::iter::from_fn(move || {
+        let b = (mask != 0).then(|| mask.trailing_zeros() as u8)?;
+        mask &= mask - 1;
+        Some(b)
+    })
+}
+
+/// `e[h]`: the sum over sets of `h` of `odds` of their products (`e[0]`
+/// = 1), for `h` up to 8. All nine are kept whatever the largest set
+/// wanted, so the loop's bounds are fixed and its sums stay in registers.
+fn symmetric_sums(odds: impl Iterator<Item = f64>) -> [f64; 9] {
+    let mut e = [0f64; 9];
+    e[0] = 1.0;
+    for o in odds {
+        for h in (1..9).rev() {
+            e[h] += e[h - 1] * o;
+        }
+    }
+    e
+}
+
 /// The weights of sets of `0..=k` header bits (see [`Order::weight`]):
 /// `R(k − h) / R(k)`, with `R(m)` the probability that at most `m` of the
 /// bits outside `inside` (a mask) flip, each bit `j` independently with
-/// probability `q[j]` (at most 0.5).
-fn rest_weights(inside: u64, q: &[f64; 64], k: usize) -> [f64; 9] {
-    // e[m]: the sum over sets of m of the bits seen so far of their odds
-    // products, R(m) being proportional to e[0] + … + e[m]. All nine are
-    // kept whatever `k`, so the loop's bounds are fixed and its sums stay
-    // in registers.
-    let mut e = [0f64; 9];
-    e[0] = 1.0;
-    let mut left = !inside;
-    while left != 0 {
-        let o = odds(q[left.trailing_zeros() as usize]);
-        left &= left - 1;
-        for m in (1..9).rev() {
-            e[m] += e[m - 1] * o;
-        }
-    }
+/// odds `odds_of[j]`: `R(m)` is proportional to the sum of the other
+/// bits' symmetric sums up to `m`.
+fn rest_weights(inside: u64, odds_of: &[f64; 64], k: usize) -> [f64; 9] {
+    let e = symmetric_sums(bits_of(!inside).map(|b| odds_of[usize::from(b)]));
     // up_to[m] ∝ R(m); R(k) ≥ R(0) > 0.
     let mut up_to = [0f64; 9];
     let mut sum = 0.0;
