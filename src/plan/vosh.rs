@@ -165,6 +165,11 @@ fn odds(p: f64) -> f64 {
     (p / (1.0 - p)).max(MIN_ODDS)
 }
 
+/// [`odds`] of each bit's probability `p(j)`, bit 0 first.
+fn odds_table(p: impl Fn(u8) -> f64) -> [f64; 64] {
+    std::array::from_fn(|b| odds(p(b as u8)))
+}
+
 /// Header bits a flip search orders at most; further ones are ignored.
 const MAX_HEADER: usize = 64;
 
@@ -217,10 +222,14 @@ struct Order {
 }
 
 impl Order {
-    fn new(header: &[u8], p: impl Fn(u8) -> f64, k: u8) -> Self {
+    /// The order of `header` with each bit `j` flipping with odds
+    /// `odds[j]` (see [`likeliest_by_odds`]).
+    fn new(header: &[u8], odds: &[f64; 64], k: u8) -> Self {
         let distance = usize::from(k.min(8));
-        // Every bit's odds, from its flip probability.
-        let odds_of: [f64; 64] = std::array::from_fn(|b| odds(p(b as u8)));
+        // Every bit's odds within `MIN_ODDS..=1` (`max` takes `MIN_ODDS`
+        // for a NaN, where `clamp` would keep the NaN).
+        #[allow(clippy::manual_clamp)]
+        let odds_of: [f64; 64] = odds.map(|o| o.max(MIN_ODDS).min(1.0));
         // Likeliest first, ties by bit number, sorted as one word a bit
         // (which sorts without branches): the odds' bits (below 2^62, odds
         // being at most 1) inverted so the likeliest sorts first, less
@@ -242,7 +251,7 @@ impl Order {
             bits[i] = b;
             odds[i] = odds_of[usize::from(b)];
         }
-        let e = symmetric_sums(odds[..n].iter().copied());
+        let e = symmetric_sums(&odds[..n], k);
         let weight = rest_weights(inside, &odds_of, distance);
         Self {
             n,
@@ -265,14 +274,42 @@ fn bits_of(mut mask: u64) -> impl Iterator<Item = u8> {
 }
 
 /// `e[h]`: the sum over sets of `h` of `odds` of their products (`e[0]`
-/// = 1), for `h` up to 8. All nine are kept whatever the largest set
-/// wanted, so the loop's bounds are fixed and its sums stay in registers.
-fn symmetric_sums(odds: impl Iterator<Item = f64>) -> [f64; 9] {
-    let mut e = [0f64; 9];
-    e[0] = 1.0;
-    for o in odds {
-        for h in (1..9).rev() {
-            e[h] += e[h - 1] * o;
+/// = 1), for `h` up to `k` (at most 8); the entries past `k` are not
+/// computed.
+fn symmetric_sums(odds: &[f64], k: usize) -> [f64; 9] {
+    if k <= 3 {
+        let e = sums_to::<4>(odds);
+        std::array::from_fn(|h| e.get(h).copied().unwrap_or(0.0))
+    } else {
+        sums_to::<9>(odds)
+    }
+}
+
+/// [`symmetric_sums`] up to `D − 1`, the loop's bounds fixed so its sums
+/// stay in registers. The odds at even and odd places are summed apart
+/// (two chains of dependent additions, each half as long as one), their
+/// sums then multiplied as polynomials.
+#[inline(always)]
+fn sums_to<const D: usize>(odds: &[f64]) -> [f64; D] {
+    let mut even = [0f64; D];
+    even[0] = 1.0;
+    let mut odd = even;
+    let mut pairs = odds.chunks_exact(2);
+    for pair in &mut pairs {
+        for h in (1..D).rev() {
+            even[h] += even[h - 1] * pair[0];
+            odd[h] += odd[h - 1] * pair[1];
+        }
+    }
+    for &o in pairs.remainder() {
+        for h in (1..D).rev() {
+            even[h] += even[h - 1] * o;
+        }
+    }
+    let mut e = [0f64; D];
+    for (i, &a) in even.iter().enumerate() {
+        for (j, &b) in odd[..D - i].iter().enumerate() {
+            e[i + j] += a * b;
         }
     }
     e
@@ -284,7 +321,13 @@ fn symmetric_sums(odds: impl Iterator<Item = f64>) -> [f64; 9] {
 /// odds `odds_of[j]`: `R(m)` is proportional to the sum of the other
 /// bits' symmetric sums up to `m`.
 fn rest_weights(inside: u64, odds_of: &[f64; 64], k: usize) -> [f64; 9] {
-    let e = symmetric_sums(bits_of(!inside).map(|b| odds_of[usize::from(b)]));
+    let mut rest = [0f64; 64];
+    let mut r = 0;
+    for b in bits_of(!inside) {
+        rest[r] = odds_of[usize::from(b)];
+        r += 1;
+    }
+    let e = symmetric_sums(&rest[..r], k);
     // up_to[m] ∝ R(m); R(k) ≥ R(0) > 0.
     let mut up_to = [0f64; 9];
     let mut sum = 0.0;
@@ -303,7 +346,7 @@ fn rest_weights(inside: u64, odds_of: &[f64; 64], k: usize) -> [f64; 9] {
 impl Flips {
     /// The flip sets of [`flips`], to be taken in order.
     pub fn new(header: &[u8], p: impl Fn(u8) -> f64, k: u8, stop: Budget) -> Self {
-        Self::ordered(&Order::new(header, p, k), stop)
+        Self::ordered(&Order::new(header, &odds_table(p), k), stop)
     }
 
     fn ordered(order: &Order, stop: Budget) -> Self {
@@ -399,7 +442,34 @@ pub fn likeliest(
     stop: Budget,
     in_order: bool,
 ) -> Likeliest {
-    let order = Order::new(header, p, k);
+    likeliest_by_odds(header, &odds_table(p), k, stop, in_order)
+}
+
+/// [`likeliest`] given each bit's odds of flipping, `odds[j] = p(j) / (1 −
+/// p(j))` (taken within 10⁻³⁰ to 1, a NaN as the least), as
+/// [`Volatility::odds`](crate::simhash::Volatility::odds) reads them from
+/// a table without a division.
+///
+/// ```
+/// use simstore::plan::vosh::{likeliest, likeliest_by_odds, Budget};
+/// use simstore::simhash::Volatility;
+/// let p: [f64; 64] = std::array::from_fn(|j| 0.01 + 0.4 * (j % 7) as f64 / 7.0);
+/// let v = Volatility::from_probabilities(&p);
+/// let header: Vec<u8> = (40..64).collect();
+/// let budget = Budget { recall: 0.95, max_probes: 1000 };
+/// let by_odds: Vec<u64> = likeliest_by_odds(&header, &v.odds(), 3, budget, true).collect();
+/// let by_p: Vec<u64> = likeliest(&header, |j| v.probability(j), 3, budget, true).collect();
+/// assert_eq!(by_odds, by_p);
+/// assert_eq!(by_odds[0], 0);
+/// ```
+pub fn likeliest_by_odds(
+    header: &[u8],
+    odds: &[f64; 64],
+    k: u8,
+    stop: Budget,
+    in_order: bool,
+) -> Likeliest {
+    let order = Order::new(header, odds, k);
     let goal = stop.recall * order.total;
     let heap = |order: &Order| Likeliest::Popped(Flips::ordered(order, stop));
     if stop.recall < WALK_FROM || stop.recall >= 1.0 || goal <= 1.0 || stop.max_probes <= 1 {
@@ -523,9 +593,7 @@ fn listed(
     // always cover the goal with far fewer listed.
     for bound in [bound * HOPEFUL, bound] {
         sets.clear();
-        if order.k > 0 {
-            walk(order, 0, 1, 1.0, 0, bound, sets);
-        }
+        walk(order, bound, sets);
         if take_likeliest(sets, goal, stop.max_probes, in_order, edge, out) {
             return true;
         }
@@ -642,33 +710,50 @@ fn take_likeliest(
     true
 }
 
-/// [`likeliest`]'s walk: every set of `size` bits or more (up to `k`)
-/// extending `mask` (of `size − 1` bits, whose odds product is `odds`) by
-/// bits from place `from` on, with weighted odds at least `bound`, pushed
-/// as the weighted odds' bits over the mask. `size` is at least 1.
-fn walk(
-    order: &Order,
-    from: usize,
-    size: usize,
-    odds: f64,
-    mask: u64,
-    bound: f64,
-    sets: &mut Vec<u128>,
-) {
-    let weight = order.weight[size];
-    for i in from..order.n {
-        let o = odds * order.odds[i];
-        let weighted = o * weight;
-        // The odds are in decreasing order and a larger set weighs no
-        // more than a smaller one: no later bit, and nothing extending
-        // this set, does better.
-        if weighted < bound {
-            break;
+/// [`likeliest`]'s walk: every set of 1 to `k` bits with weighted odds
+/// at least `bound`, pushed as the weighted odds' bits over the mask,
+/// depth first (a set, then the sets extending it by later bits, then the
+/// next bit in its place). The odds are in decreasing order and a larger
+/// set weighs no more than a smaller one, so at the first bit that takes
+/// a set below the bound no later bit in its place, and nothing extending
+/// it, does better. A loop over the sizes rather than a recursive call
+/// for each set extended.
+fn walk(order: &Order, bound: f64, sets: &mut Vec<u128>) {
+    let (n, k) = (order.n, order.k);
+    if k == 0 {
+        return;
+    }
+    // For the set being extended at each size (index `size − 1` being the
+    // set of `size − 1` bits): its odds product, its mask, and the next
+    // place to try.
+    let mut product = [1f64; 9];
+    let mut mask = [0u64; 9];
+    let mut next = [0usize; 9];
+    let mut size = 1;
+    loop {
+        let i = next[size - 1];
+        let o = if i < n {
+            product[size - 1] * order.odds[i]
+        } else {
+            0.0
+        };
+        let weighted = o * order.weight[size];
+        if i >= n || weighted < bound {
+            // Nothing more at this size: back to the set below.
+            size -= 1;
+            if size == 0 {
+                return;
+            }
+            continue;
         }
-        let m = mask | 1u64 << order.bits[i];
+        let m = mask[size - 1] | 1u64 << order.bits[i];
         sets.push(u128::from(weighted.to_bits()) << 64 | u128::from(m));
-        if size < order.k {
-            walk(order, i + 1, size + 1, o, m, bound, sets);
+        next[size - 1] = i + 1;
+        if size < k {
+            product[size] = o;
+            mask[size] = m;
+            next[size] = i + 1;
+            size += 1;
         }
     }
 }
@@ -839,7 +924,7 @@ mod tests {
                 exactly[flipped.count_ones() as usize] += pr;
             }
             let r = |j: usize| exactly[..=j].iter().sum::<f64>();
-            let w = Order::new(&header, p, k as u8).weight;
+            let w = Order::new(&header, &odds_table(p), k as u8).weight;
             for (h, &got) in w[..=k].iter().enumerate() {
                 let want = r(k - h) / r(k);
                 assert!(
@@ -852,7 +937,7 @@ mod tests {
         // No other bit: every size weighs 1.
         let all: Vec<u8> = (0..64).collect();
         assert_eq!(
-            Order::new(&all, p, 3).weight,
+            Order::new(&all, &odds_table(p), 3).weight,
             [1.0, 1.0, 1.0, 1.0, 0.0, 0.0, 0.0, 0.0, 0.0]
         );
     }
@@ -1083,5 +1168,85 @@ mod tests {
             assert_eq!(masks.len() as u64, exact_count(10, 2));
         }
         assert_eq!(flips(&[], |_| 0.3, 3, EVERYTHING), vec![0]);
+    }
+
+    /// `symmetric_sums` against the sums over every subset enumerated, for
+    /// 0 to 13 odds (odd and even counts: the two chains and the one left
+    /// over) at every `k` its two widths serve.
+    #[test]
+    fn symmetric_sums_are_the_sums_over_every_subset() {
+        let mut rng = crate::test_rng::TestRng::new(24);
+        for n in 0..=13usize {
+            let odds: Vec<f64> = (0..n)
+                .map(|_| (rng.next_u64() >> 11) as f64 / (1u64 << 53) as f64)
+                .collect();
+            let mut want = [0f64; 9];
+            for s in 0u32..1 << n {
+                let h = s.count_ones() as usize;
+                if h <= 8 {
+                    let bits = (0..n).filter(|&i| s >> i & 1 == 1);
+                    want[h] += bits.map(|i| odds[i]).product::<f64>();
+                }
+            }
+            for k in 0..=8 {
+                let e = symmetric_sums(&odds, k);
+                for h in 0..=k {
+                    let close = (e[h] - want[h]).abs() <= 1e-12 * want[h].max(1e-300);
+                    assert!(
+                        close,
+                        "n = {n}, k = {k}, h = {h}: {} against {}",
+                        e[h], want[h]
+                    );
+                }
+            }
+        }
+    }
+
+    /// `likeliest_by_odds` with a volatility's table of odds takes the sets
+    /// `likeliest` takes from its probabilities, in the same order; odds
+    /// out of range (above 1, negative, not a number) are taken as the
+    /// probabilities they stand for would be.
+    #[test]
+    fn odds_from_the_table_take_the_sets_of_the_probabilities() {
+        let mut rng = crate::test_rng::TestRng::new(25);
+        for round in 0..200 {
+            let bytes: [u8; 64] = std::array::from_fn(|_| (rng.next_u64() % 120) as u8);
+            let v = crate::simhash::Volatility::from_bytes(bytes);
+            let t = 10 + (round % 21) as u8;
+            let header: Vec<u8> = (64 - t..64).collect();
+            let k = (round % 5) as u8;
+            let recall = [0.5, 0.9, 0.95, 0.99, 1.0][round % 5];
+            let stop = Budget {
+                recall,
+                max_probes: 2000,
+            };
+            for in_order in [false, true] {
+                let by_odds: Vec<u64> =
+                    likeliest_by_odds(&header, &v.odds(), k, stop, in_order).collect();
+                let by_p: Vec<u64> =
+                    likeliest(&header, |b| v.probability(b), k, stop, in_order).collect();
+                assert_eq!(by_odds, by_p, "round {round}");
+            }
+        }
+        let header: Vec<u8> = (40..64).collect();
+        let odds: [f64; 64] = std::array::from_fn(|j| match j % 4 {
+            0 => 7.0,
+            1 => -1.0,
+            2 => f64::NAN,
+            _ => 0.25,
+        });
+        let p = |j: u8| match j % 4 {
+            0 => 0.9,
+            1 => -1.0,
+            2 => f64::NAN,
+            _ => 0.2,
+        };
+        let stop = Budget {
+            recall: 0.99,
+            max_probes: 500,
+        };
+        let by_odds: Vec<u64> = likeliest_by_odds(&header, &odds, 3, stop, true).collect();
+        let by_p: Vec<u64> = likeliest(&header, p, 3, stop, true).collect();
+        assert_eq!(by_odds, by_p);
     }
 }

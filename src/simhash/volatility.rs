@@ -43,6 +43,21 @@ pub const FLIP_SCALE: f64 = 0.18;
 /// Quantization steps per halving of a probability.
 const STEPS_PER_BIT: f64 = 8.0;
 
+/// The probability and the odds of each of the 256 levels.
+struct Levels {
+    probability: [f64; 256],
+    odds: [f64; 256],
+}
+
+static LEVELS: std::sync::LazyLock<Levels> = std::sync::LazyLock::new(|| {
+    let probability = std::array::from_fn(|q| (-(q as f64) / STEPS_PER_BIT).exp2());
+    let odds = probability.map(|p: f64| {
+        let p = p.min(0.5);
+        p / (1.0 - p)
+    });
+    Levels { probability, odds }
+});
+
 /// The flip probability of each of a fingerprint's 64 bits, quantized
 /// (see the module documentation).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -106,10 +121,24 @@ impl Volatility {
 
     /// The quantized probability of bit `bit` (0 = least significant).
     pub fn probability(&self, bit: u8) -> f64 {
-        static LEVELS: std::sync::LazyLock<[f64; 256]> = std::sync::LazyLock::new(|| {
-            std::array::from_fn(|q| (-(q as f64) / STEPS_PER_BIT).exp2())
-        });
-        LEVELS[usize::from(self.0[usize::from(bit & 63)])]
+        LEVELS.probability[usize::from(self.0[usize::from(bit & 63)])]
+    }
+
+    /// Every bit's odds of flipping, `p / (1 − p)` with `p` its
+    /// [`probability`](Self::probability) taken at most ½ (so odds at most
+    /// 1), bit 0 first: what [`crate::plan::vosh::likeliest_by_odds`]
+    /// orders a query's flips by, read from a table of the 256 levels.
+    ///
+    /// ```
+    /// use simstore::simhash::Volatility;
+    /// let v = Volatility::from_probabilities(&[0.25; 64]);
+    /// let p = v.probability(0);
+    /// assert_eq!(v.odds()[0], p / (1.0 - p));
+    /// assert_eq!(Volatility::uniform(0.9).odds()[63], 1.0);
+    /// ```
+    pub fn odds(&self) -> [f64; 64] {
+        let odds = &LEVELS.odds;
+        std::array::from_fn(|b| odds[usize::from(self.0[b])])
     }
 
     /// The 64 bits from the most to the least volatile (ties by bit

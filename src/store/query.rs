@@ -750,10 +750,8 @@ fn probabilistic_in_turn(
         // The sets the budget takes (the same with and without `first`),
         // likeliest first for `first`'s passes (to within a bucket of their
         // odds when not from the heap).
-        let flips = |i: usize| {
-            let v = group[i].1;
-            vosh::likeliest(&bits, |b| v.probability(b), k8, budget, first)
-        };
+        let flips =
+            |i: usize| vosh::likeliest_by_odds(&bits, &group[i].1.odds(), k8, budget, first);
         collect_flipped_fast(shared, state, &state.probes(probe), &fps, flips, k, first)
     })
 }
