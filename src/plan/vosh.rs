@@ -442,13 +442,18 @@ pub fn likeliest(
     stop: Budget,
     in_order: bool,
 ) -> Likeliest {
-    likeliest_by_odds(header, &odds_table(p), k, stop, in_order)
+    let ordered_past = if in_order { 0 } else { usize::MAX };
+    likeliest_by_odds(header, &odds_table(p), k, stop, ordered_past)
 }
 
 /// [`likeliest`] given each bit's odds of flipping, `odds[j] = p(j) / (1 −
 /// p(j))` (taken within 10⁻³⁰ to 1, a NaN as the least), as
 /// [`Volatility::odds`](crate::simhash::Volatility::odds) reads them from
-/// a table without a division.
+/// a table without a division. The sets come in order (as with
+/// `in_order`) when more than `ordered_past` are taken, in any order
+/// (the empty set first) otherwise: a first-match search that probes its
+/// first `n` sets together whatever their order passes `n` (0 always
+/// orders them, `usize::MAX` never).
 ///
 /// ```
 /// use simstore::plan::vosh::{likeliest, likeliest_by_odds, Budget};
@@ -457,7 +462,7 @@ pub fn likeliest(
 /// let v = Volatility::from_probabilities(&p);
 /// let header: Vec<u8> = (40..64).collect();
 /// let budget = Budget { recall: 0.95, max_probes: 1000 };
-/// let by_odds: Vec<u64> = likeliest_by_odds(&header, &v.odds(), 3, budget, true).collect();
+/// let by_odds: Vec<u64> = likeliest_by_odds(&header, &v.odds(), 3, budget, 0).collect();
 /// let by_p: Vec<u64> = likeliest(&header, |j| v.probability(j), 3, budget, true).collect();
 /// assert_eq!(by_odds, by_p);
 /// assert_eq!(by_odds[0], 0);
@@ -467,7 +472,7 @@ pub fn likeliest_by_odds(
     odds: &[f64; 64],
     k: u8,
     stop: Budget,
-    in_order: bool,
+    ordered_past: usize,
 ) -> Likeliest {
     let order = Order::new(header, odds, k);
     let goal = stop.recall * order.total;
@@ -490,7 +495,17 @@ pub fn likeliest_by_odds(
     let listed = SCRATCH.with_borrow_mut(|scratch| {
         let Scratch { sets, edge, spare } = scratch;
         let mut out = std::mem::take(spare);
-        listed(&order, bound, goal, stop, in_order, sets, edge, &mut out).then_some(out)
+        listed(
+            &order,
+            bound,
+            goal,
+            stop,
+            ordered_past,
+            sets,
+            edge,
+            &mut out,
+        )
+        .then_some(out)
     });
     match listed {
         Some(masks) => Likeliest::Listed(Listed { masks, next: 0 }),
@@ -584,7 +599,7 @@ fn listed(
     bound: f64,
     goal: f64,
     stop: Budget,
-    in_order: bool,
+    ordered_past: usize,
     sets: &mut Vec<u128>,
     edge: &mut Vec<u128>,
     out: &mut Vec<u64>,
@@ -594,7 +609,7 @@ fn listed(
     for bound in [bound * HOPEFUL, bound] {
         sets.clear();
         walk(order, bound, sets);
-        if take_likeliest(sets, goal, stop.max_probes, in_order, edge, out) {
+        if take_likeliest(sets, goal, stop.max_probes, ordered_past, edge, out) {
             return true;
         }
     }
@@ -613,7 +628,8 @@ fn bucket(odds: f64) -> usize {
 
 /// The masks of the likeliest of `sets` (odds' bits over mask, in any
 /// order) that the search takes, the empty mask first (the others
-/// likeliest first to within a bucket when `in_order`): in decreasing
+/// likeliest first to within a bucket when more than `ordered_past` are
+/// taken): in decreasing
 /// odds while fewer than `max_probes` are taken and the odds covered
 /// (the empty set's 1 included) are below `goal`; `None` when all of
 /// them stay below both. Whole buckets are taken by their sums; only the
@@ -623,7 +639,7 @@ fn take_likeliest(
     sets: &[u128],
     goal: f64,
     max_probes: usize,
-    in_order: bool,
+    ordered_past: usize,
     edge: &mut Vec<u128>,
     out: &mut Vec<u64>,
 ) -> bool {
@@ -656,6 +672,8 @@ fn take_likeliest(
     // bucket's place in `out`, bucket after bucket, the others to places
     // past those, cut off after.
     let edge_len = counts[cut] as usize;
+    // At most the sets above the cut, the cut's bucket and the empty set.
+    let in_order = taken + edge_len + 1 > ordered_past;
     out.clear();
     out.resize(sets.len() + 1, 0);
     edge.clear();
@@ -1203,9 +1221,10 @@ mod tests {
     }
 
     /// `likeliest_by_odds` with a volatility's table of odds takes the sets
-    /// `likeliest` takes from its probabilities, in the same order; odds
-    /// out of range (above 1, negative, not a number) are taken as the
-    /// probabilities they stand for would be.
+    /// `likeliest` takes from its probabilities, in order when more than
+    /// `ordered_past` are taken, as they come without `in_order` when none
+    /// is; odds out of range (above 1, negative, not a number) are taken
+    /// as the probabilities they stand for would be.
     #[test]
     fn odds_from_the_table_take_the_sets_of_the_probabilities() {
         let mut rng = crate::test_rng::TestRng::new(25);
@@ -1220,12 +1239,34 @@ mod tests {
                 recall,
                 max_probes: 2000,
             };
-            for in_order in [false, true] {
-                let by_odds: Vec<u64> =
-                    likeliest_by_odds(&header, &v.odds(), k, stop, in_order).collect();
-                let by_p: Vec<u64> =
-                    likeliest(&header, |b| v.probability(b), k, stop, in_order).collect();
-                assert_eq!(by_odds, by_p, "round {round}");
+            let ordered: Vec<u64> =
+                likeliest(&header, |b| v.probability(b), k, stop, true).collect();
+            let any: Vec<u64> = likeliest(&header, |b| v.probability(b), k, stop, false).collect();
+            let odds = v.odds();
+            assert_eq!(
+                likeliest_by_odds(&header, &odds, k, stop, 0).collect::<Vec<_>>(),
+                ordered
+            );
+            let never: Vec<u64> = likeliest_by_odds(&header, &odds, k, stop, usize::MAX).collect();
+            assert_eq!(never, any, "round {round}");
+            // Past `n`: in order when more than `n` are taken, else the
+            // same sets in any order, the empty one first.
+            let sorted = |mut m: Vec<u64>| {
+                m.sort_unstable();
+                m
+            };
+            for n in [1, 5, 20, 40, 200] {
+                let past: Vec<u64> = likeliest_by_odds(&header, &odds, k, stop, n).collect();
+                if ordered.len() > n {
+                    assert_eq!(past, ordered, "round {round}, n = {n}");
+                } else {
+                    assert_eq!(past[0], 0);
+                    assert_eq!(
+                        sorted(past),
+                        sorted(ordered.clone()),
+                        "round {round}, n = {n}"
+                    );
+                }
             }
         }
         let header: Vec<u8> = (40..64).collect();
@@ -1245,7 +1286,7 @@ mod tests {
             recall: 0.99,
             max_probes: 500,
         };
-        let by_odds: Vec<u64> = likeliest_by_odds(&header, &odds, 3, stop, true).collect();
+        let by_odds: Vec<u64> = likeliest_by_odds(&header, &odds, 3, stop, 0).collect();
         let by_p: Vec<u64> = likeliest(&header, p, 3, stop, true).collect();
         assert_eq!(by_odds, by_p);
     }

@@ -742,6 +742,7 @@ fn probabilistic_in_turn(
     // its sets listed without the heap.
     let every =
         !first && budget.recall >= 1.0 && budget.max_probes as u64 >= vosh::exact_count(header, k8);
+    let ordered_past = if first { FIRST_FLIP_PASS } else { usize::MAX };
     in_groups(shared, queries, GROUP, first, listing, |state, group| {
         let fps: Vec<u64> = group.iter().map(|q| q.0).collect();
         if every {
@@ -749,9 +750,10 @@ fn probabilistic_in_turn(
         }
         // The sets the budget takes (the same with and without `first`),
         // likeliest first for `first`'s passes (to within a bucket of their
-        // odds when not from the heap).
+        // odds when not from the heap) when there are more than its first
+        // pass probes together.
         let flips =
-            |i: usize| vosh::likeliest_by_odds(&bits, &group[i].1.odds(), k8, budget, first);
+            |i: usize| vosh::likeliest_by_odds(&bits, &group[i].1.odds(), k8, budget, ordered_past);
         collect_flipped_fast(shared, state, &state.probes(probe), &fps, flips, k, first)
     })
 }
