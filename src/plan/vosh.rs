@@ -1234,7 +1234,7 @@ mod tests {
             let t = 10 + (round % 21) as u8;
             let header: Vec<u8> = (64 - t..64).collect();
             let k = (round % 5) as u8;
-            let recall = [0.5, 0.9, 0.95, 0.99, 1.0][round % 5];
+            let recall = [0.5, 0.9, 0.95, 0.99, 1.0][round / 5 % 5];
             let stop = Budget {
                 recall,
                 max_probes: 2000,
