@@ -108,46 +108,68 @@ fn answers_are_true_matches_and_the_default_budget_finds_most() {
 
 /// First-match queries over every header flip find a match exactly when
 /// one exists, though they take the flips in several passes: queries are
-/// stored fingerprints with up to three header bits flipped and every bit
-/// equally volatile, so many of their matches lie in the last passes'
-/// headers.
+/// stored fingerprints with up to three header bits flipped and, for half
+/// of them, every bit equally volatile, so many of their matches lie in
+/// the last passes' headers. Once with every fingerprint pending, once with most of them
+/// merged into level 0 (read flat, its first passes staged for several
+/// queries together) and the rest pending.
 #[test]
 fn exhaustive_first_matches_are_found_in_every_pass() {
-    let mut rng = Rng(17);
-    let stored: Vec<u64> = (0..20_000).map(|_| rng.next()).collect();
-    let options = Options::new().tables(1).expected_size(20_000);
-    let (_dir, store) = loaded(&stored, &options);
-    let header = u32::from(store.plan().header_bits().unwrap());
-    let flips = simstore::plan::vosh::exact_count(header as u8, 3);
-    assert!(
-        flips > 400,
-        "{flips} header flips: too few for several passes"
-    );
-    let uniform = Volatility::uniform(0.1);
-    let queries: Vec<(u64, Volatility)> = (0..1500)
-        .map(|i| {
-            let mut q = stored[(i * 7919) % stored.len()];
-            for _ in 0..(i % 4) {
-                q ^= 1u64 << (63 - rng.next() % u64::from(header));
-            }
-            // Every eighth query is a random fingerprint.
-            if i % 8 == 7 {
-                q = rng.next();
-            }
-            (q, uniform)
-        })
-        .collect();
-    let firsts = store
-        .query_probabilistic_many(&queries, 3, Budget::EXHAUSTIVE, true)
-        .unwrap();
-    let mut found = 0;
-    for (i, &(q, _)) in queries.iter().enumerate() {
-        let exact = store.query(q, 3).unwrap();
-        assert!(firsts[i].len() <= 1 && firsts[i].iter().all(|m| exact.contains(m)));
-        assert_eq!(firsts[i].is_empty(), exact.is_empty(), "query {i} {q:016x}");
-        found += firsts[i].len();
+    for merged in [false, true] {
+        let mut rng = Rng(17);
+        let stored: Vec<u64> = (0..20_000).map(|_| rng.next()).collect();
+        let options = Options::new().tables(1).expected_size(20_000);
+        let (_dir, store) = loaded(&stored[..18_000], &options);
+        if merged {
+            store.compact().unwrap();
+            assert!(store.stats().flat_bytes.is_some(), "level 0 is flat");
+        }
+        let later: Vec<(u64, u64)> = (18_000..20_000).map(|i| (stored[i], i as u64)).collect();
+        store.insert_many(&later).unwrap();
+        let header = u32::from(store.plan().header_bits().unwrap());
+        let flips = simstore::plan::vosh::exact_count(header as u8, 3);
+        assert!(
+            flips > 400,
+            "{flips} header flips: too few for several passes"
+        );
+        let uniform = Volatility::uniform(0.1);
+        let queries: Vec<(u64, Volatility)> = (0..1500)
+            .map(|i| {
+                // Every other query with bits of differing volatility, so
+                // neighbouring queries take their flip sets in different
+                // orders.
+                let volatility = if i % 2 == 0 {
+                    uniform
+                } else {
+                    Volatility::from_bytes(std::array::from_fn(|_| 16 + (rng.next() % 40) as u8))
+                };
+                let mut q = stored[(i * 7919) % stored.len()];
+                for _ in 0..(i % 4) {
+                    q ^= 1u64 << (63 - rng.next() % u64::from(header));
+                }
+                // Every eighth query is a random fingerprint.
+                if i % 8 == 7 {
+                    q = rng.next();
+                }
+                (q, volatility)
+            })
+            .collect();
+        let firsts = store
+            .query_probabilistic_many(&queries, 3, Budget::EXHAUSTIVE, true)
+            .unwrap();
+        let mut found = 0;
+        for (i, &(q, _)) in queries.iter().enumerate() {
+            let exact = store.query(q, 3).unwrap();
+            assert!(firsts[i].len() <= 1 && firsts[i].iter().all(|m| exact.contains(m)));
+            assert_eq!(
+                firsts[i].is_empty(),
+                exact.is_empty(),
+                "merged {merged}, query {i} {q:016x}"
+            );
+            found += firsts[i].len();
+        }
+        assert!(found > 1200, "{found} first matches");
     }
-    assert!(found > 1200, "{found} first matches");
 }
 
 #[test]

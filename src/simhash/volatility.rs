@@ -175,20 +175,44 @@ impl Volatility {
             )));
         }
         let mut out = [0u8; 64];
+        let mut bad = 0u8;
         for (o, pair) in out.iter_mut().zip(bytes.chunks_exact(2)) {
-            let digits = std::str::from_utf8(pair).ok();
-            *o = digits
-                .and_then(|d| u8::from_str_radix(d, 16).ok())
-                .ok_or_else(|| {
-                    BadVolatility(format!(
-                        "{:?} is not a hexadecimal byte",
-                        String::from_utf8_lossy(pair)
-                    ))
-                })?;
+            let (high, low) = (NIBBLES[pair[0] as usize], NIBBLES[pair[1] as usize]);
+            bad |= high | low;
+            *o = high << 4 | (low & 0x0f);
+        }
+        if bad & 0x80 != 0 {
+            let pair = bytes
+                .chunks_exact(2)
+                .find(|pair| pair.iter().any(|&d| NIBBLES[d as usize] & 0x80 != 0))
+                .unwrap_or_default();
+            return Err(BadVolatility(format!(
+                "{:?} is not a hexadecimal byte",
+                String::from_utf8_lossy(pair)
+            )));
         }
         Ok(Self(out))
     }
 }
+
+/// Each byte's value as a hexadecimal digit (either case), 0xff for the
+/// bytes that are not one: a table rather than ranges, so decoding random
+/// digits does not branch on them.
+const NIBBLES: [u8; 256] = {
+    let mut table = [0xffu8; 256];
+    let mut d = 0;
+    while d < 10 {
+        table[b'0' as usize + d] = d as u8;
+        d += 1;
+    }
+    let mut d = 0;
+    while d < 6 {
+        table[b'a' as usize + d] = 10 + d as u8;
+        table[b'A' as usize + d] = 10 + d as u8;
+        d += 1;
+    }
+    table
+};
 
 /// The complementary error function, to a relative error below 1.2e-7
 /// (Chebyshev fit of Numerical Recipes, §6.2).
@@ -281,5 +305,6 @@ mod tests {
         assert!(Volatility::from_hex(&hex[..126]).is_err());
         assert!(Volatility::from_hex(&format!("zz{}", &hex[2..])).is_err());
         assert!(Volatility::from_hex(&format!("é{}", &hex[2..])).is_err());
+        assert!(Volatility::from_hex(&format!("+f{}", &hex[2..])).is_err());
     }
 }

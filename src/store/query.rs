@@ -202,8 +202,11 @@ unsafe fn collect_flipped_fast_bits<M: Iterator<Item = u64>>(
 /// [`collect`] on a one-table store: for the `i`-th query, the run of
 /// every header `masks(i)` flips (the unflipped header being mask 0) in
 /// each level's table, the distance always taken to the query itself.
-/// The probes of one query are staged together; with `first`, in passes
-/// growing from [`FIRST_FLIP_PASS`], the likeliest flips first.
+/// With `first`, in passes growing from [`FIRST_FLIP_PASS`], the likeliest
+/// flips first. When level 0's table is read flat, the first pass of
+/// every query in `fps` goes through its stages together (see
+/// [`stage_flat`]); the probes of one query's later passes, and of the
+/// other levels, are staged query by query.
 #[inline(always)]
 pub(super) fn collect_flipped<M: Iterator<Item = u64>>(
     shared: &Shared,
@@ -215,71 +218,245 @@ pub(super) fn collect_flipped<M: Iterator<Item = u64>>(
     first: bool,
 ) -> Result<Vec<Vec<(u64, u32)>>> {
     let mut found = Vec::with_capacity(fps.len());
-    let mut probes: Vec<Probe> = Vec::new();
-    let mut part: Vec<u64> = Vec::new();
+    let mut work = Work::default();
+    let first_pass = if first { FIRST_FLIP_PASS } else { usize::MAX };
     // Level 0's table read flat (when it is): its probes go apart, the
     // other levels' through the stages.
     let (flat, probe) = match (state.tables.first().and_then(|t| t.flat()), probe) {
-        (Some(flat), [0, rest @ ..]) => (Some(flat), rest),
-        _ => (None, probe),
-    };
-    let mut heads: Vec<(u64, FlatStart)> = Vec::new();
-    for (i, &fp) in fps.iter().enumerate() {
-        let mut source = masks(i);
-        let mut pass = if first { FIRST_FLIP_PASS } else { usize::MAX };
-        let mut hits = Vec::new();
-        loop {
-            part.clear();
-            part.extend(source.by_ref().take(pass));
-            if part.is_empty() {
-                break;
+        (Some(flat), [0, rest @ ..]) => (flat, rest),
+        _ => {
+            for (i, &fp) in fps.iter().enumerate() {
+                let mut hits = Vec::new();
+                let mut source = masks(i);
+                let on = Query { fp, k, first };
+                probe_passes(
+                    shared,
+                    state,
+                    None,
+                    probe,
+                    on,
+                    &mut source,
+                    first_pass,
+                    &mut work,
+                    &mut hits,
+                )?;
+                found.push(hits);
             }
-            pass = pass.saturating_mul(FIRST_FLIP_GROWTH);
-            if let Some(flat) = flat {
-                let stopped = scan_flat(
-                    shared, state, flat, fp, &part, k, first, &mut heads, &mut hits,
-                );
-                if stopped {
-                    break;
-                }
-            }
-            probes.clear();
-            for &m in &part {
-                for &t in probe {
-                    probes.push(Probe::flipped(shared, state, t, fp, m));
-                }
-            }
-            run_stages(state, &mut probes);
-            hits.extend(scan_probes(shared, state, &probes, k, first)?);
-            if first && !hits.is_empty() {
-                break;
-            }
+            return Ok(found);
         }
-        found.push(hits);
+    };
+    let spec = &shared.plan.tables()[0];
+    let mut sources: Vec<M> = Vec::new();
+    let mut staged = Staged::default();
+    let mut next = 0;
+    while next < fps.len() {
+        let begin = next;
+        let pass = first_pass;
+        next = stage_flat(
+            flat,
+            spec,
+            fps,
+            &masks,
+            &mut sources,
+            begin,
+            pass,
+            &mut staged,
+        );
+        let mut from = 0;
+        for (i, &to) in (begin..next).zip(&staged.ends) {
+            let fp = fps[i];
+            let mut hits = Vec::new();
+            let q = spec.permutation.apply(fp);
+            let on = Query { fp, k, first };
+            let heads = &staged.heads[from..to];
+            let mut stopped = scan_heads(spec, state, flat, q, heads, k, first, &mut hits);
+            if !stopped && !probe.is_empty() {
+                let masks = &staged.masks[from..to];
+                stopped = probe_levels(shared, state, probe, on, masks, &mut work, &mut hits)?;
+            }
+            if !stopped && to > from {
+                let pass = first_pass.saturating_mul(FIRST_FLIP_GROWTH);
+                let source = &mut sources[i - begin];
+                probe_passes(
+                    shared,
+                    state,
+                    Some(flat),
+                    probe,
+                    on,
+                    source,
+                    pass,
+                    &mut work,
+                    &mut hits,
+                )?;
+            }
+            found.push(hits);
+            from = to;
+        }
     }
     Ok(found)
 }
 
-/// [`collect_flipped`]'s probes of level 0 when its table is read flat:
-/// the headers of `fp` with each of `masks` flipped, their stages run for
-/// all before the next (the sample, the bit vector's words, the run's
-/// start), then scanned with the pending and upper runs sharing them.
-/// Returns whether `first` stopped at a match.
-#[inline(always)]
+/// What one query asks.
+#[derive(Clone, Copy)]
+struct Query {
+    fp: u64,
+    k: u32,
+    first: bool,
+}
+
+/// Buffers a query's passes reuse.
+#[derive(Default)]
+struct Work {
+    part: Vec<u64>,
+    probes: Vec<Probe>,
+    heads: Vec<(u64, FlatStart)>,
+}
+
+/// The first passes of a group of queries, staged together: every
+/// query's masks and headers, one after the other, and where each
+/// query's end.
+#[derive(Default)]
+struct Staged {
+    masks: Vec<u64>,
+    heads: Vec<(u64, FlatStart)>,
+    ends: Vec<usize>,
+}
+
+/// Headers staged together at most, give or take one query's: enough
+/// for a few queries' cache misses to overlap, few enough for what the
+/// first stages bring in to stay cached until the last reads it (an
+/// exhaustive query alone has thousands).
+const STAGED_HEADS: usize = 256;
+
+/// Takes up to `pass` masks of each query from `fps[begin]` on (the
+/// `i`-th query's from `masks(i)`, kept in `sources`, which starts
+/// afresh), until about [`STAGED_HEADS`] headers are staged, and runs the
+/// flat probe's three stages (sample, bit vector, run start) for all of
+/// them together, one stage for all before the next: the queries' cache
+/// misses overlap with each other and with the flip sets still being
+/// listed, rather than each query waiting three times for its own.
+/// Returns the end of the queries staged.
 #[allow(clippy::too_many_arguments)]
+fn stage_flat<M: Iterator<Item = u64>>(
+    flat: &crate::table::Flat,
+    spec: &crate::plan::TableSpec,
+    fps: &[u64],
+    masks: impl Fn(usize) -> M,
+    sources: &mut Vec<M>,
+    begin: usize,
+    pass: usize,
+    staged: &mut Staged,
+) -> usize {
+    sources.clear();
+    staged.masks.clear();
+    staged.heads.clear();
+    staged.ends.clear();
+    let mut end = begin;
+    while end < fps.len() && staged.heads.len() < STAGED_HEADS {
+        let q = spec.permutation.apply(fps[end]);
+        let mut source = masks(end);
+        for m in source.by_ref().take(pass) {
+            let header = flat.header(q ^ m);
+            flat.touch_sample(header);
+            staged.masks.push(m);
+            staged.heads.push((header, FlatStart::default()));
+        }
+        sources.push(source);
+        staged.ends.push(staged.heads.len());
+        end += 1;
+    }
+    for &(header, _) in staged.heads.iter() {
+        flat.touch_upper(header);
+    }
+    for (header, start) in staged.heads.iter_mut() {
+        *start = flat.start(*header);
+    }
+    end
+}
+
+/// One query's passes from `pass` masks on: each pass's headers in level
+/// 0's flat table (when `flat`) and in the other levels' tables `probe`,
+/// until `source` runs out or, with `first`, a pass finds a match.
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+fn probe_passes<M: Iterator<Item = u64>>(
+    shared: &Shared,
+    state: &State,
+    flat: Option<&crate::table::Flat>,
+    probe: &[usize],
+    on: Query,
+    source: &mut M,
+    mut pass: usize,
+    work: &mut Work,
+    hits: &mut Vec<(u64, u32)>,
+) -> Result<()> {
+    let mut part = std::mem::take(&mut work.part);
+    let result = loop {
+        part.clear();
+        part.extend(source.by_ref().take(pass));
+        if part.is_empty() {
+            break Ok(());
+        }
+        pass = pass.saturating_mul(FIRST_FLIP_GROWTH);
+        if let Some(flat) = flat {
+            if scan_flat(shared, state, flat, on, &part, &mut work.heads, hits) {
+                break Ok(());
+            }
+        }
+        match probe_levels(shared, state, probe, on, &part, work, hits) {
+            Ok(true) => break Ok(()),
+            Ok(false) => {}
+            Err(e) => break Err(e),
+        }
+    };
+    work.part = part;
+    result
+}
+
+/// The headers of `on.fp` with each of `masks` flipped in the tables
+/// `probe` (not read flat), their stages run together. Returns whether
+/// `first` stopped at a match.
+#[inline(always)]
+fn probe_levels(
+    shared: &Shared,
+    state: &State,
+    probe: &[usize],
+    on: Query,
+    masks: &[u64],
+    work: &mut Work,
+    hits: &mut Vec<(u64, u32)>,
+) -> Result<bool> {
+    if probe.is_empty() {
+        return Ok(false);
+    }
+    work.probes.clear();
+    for &m in masks {
+        for &t in probe {
+            work.probes.push(Probe::flipped(shared, state, t, on.fp, m));
+        }
+    }
+    run_stages(state, &mut work.probes);
+    hits.extend(scan_probes(shared, state, &work.probes, on.k, on.first)?);
+    Ok(on.first && !hits.is_empty())
+}
+
+/// [`collect_flipped`]'s probes of level 0 when its table is read flat:
+/// the headers of `on.fp` with each of `masks` flipped, their stages run
+/// for all before the next (the sample, the bit vector's words, the
+/// run's start), then scanned with the pending and upper runs sharing
+/// them. Returns whether `first` stopped at a match.
+#[inline(always)]
 fn scan_flat(
     shared: &Shared,
     state: &State,
     flat: &crate::table::Flat,
-    fp: u64,
+    on: Query,
     masks: &[u64],
-    k: u32,
-    first: bool,
     heads: &mut Vec<(u64, FlatStart)>,
     found: &mut Vec<(u64, u32)>,
 ) -> bool {
     let spec = &shared.plan.tables()[0];
-    let q = spec.permutation.apply(fp);
+    let q = spec.permutation.apply(on.fp);
     heads.clear();
     heads.extend(masks.iter().map(|&m| {
         let header = flat.header(q ^ m);
@@ -292,7 +469,26 @@ fn scan_flat(
     for (header, start) in heads.iter_mut() {
         *start = flat.start(*header);
     }
-    for &(header, start) in heads.iter() {
+    scan_heads(spec, state, flat, q, heads, on.k, on.first, found)
+}
+
+/// The last stage of level 0's flat probes: the runs of `heads` (their
+/// starts found) scanned, with the pending and upper runs of the same
+/// headers, for fingerprints within `k` of `q` (the query under the
+/// table's permutation). Returns whether `first` stopped at a match.
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+fn scan_heads(
+    spec: &crate::plan::TableSpec,
+    state: &State,
+    flat: &crate::table::Flat,
+    q: u64,
+    heads: &[(u64, FlatStart)],
+    k: u32,
+    first: bool,
+    found: &mut Vec<(u64, u32)>,
+) -> bool {
+    for &(header, start) in heads {
         let (lo, hi) = spec.prefix_range(header << (64 - flat.header_bits()));
         if scan_runs(spec, state, 0, (lo, hi), q, k, first, found) {
             return true;
@@ -718,6 +914,10 @@ pub(crate) fn query_probabilistic(
     probabilistic_in_turn(shared, queries, probe, header, k, budget, first, listing)
 }
 
+/// Probabilistic queries answered together under one read lock, the
+/// first passes of their flat probes staged together.
+const PROBABILISTIC_GROUP: usize = 64;
+
 /// Batches of at least this many probabilistic queries are spread over
 /// the query threads.
 const PROBABILISTIC_PARALLEL_MIN: usize = 4096;
@@ -743,19 +943,27 @@ fn probabilistic_in_turn(
     let every =
         !first && budget.recall >= 1.0 && budget.max_probes as u64 >= vosh::exact_count(header, k8);
     let ordered_past = if first { FIRST_FLIP_PASS } else { usize::MAX };
-    in_groups(shared, queries, GROUP, first, listing, |state, group| {
-        let fps: Vec<u64> = group.iter().map(|q| q.0).collect();
-        if every {
-            return collect(shared, state, probe, &fps, k, first);
-        }
-        // The sets the budget takes (the same with and without `first`),
-        // likeliest first for `first`'s passes (to within a bucket of their
-        // odds when not from the heap) when there are more than its first
-        // pass probes together.
-        let flips =
-            |i: usize| vosh::likeliest_by_odds(&bits, &group[i].1.odds(), k8, budget, ordered_past);
-        collect_flipped_fast(shared, state, &state.probes(probe), &fps, flips, k, first)
-    })
+    in_groups(
+        shared,
+        queries,
+        PROBABILISTIC_GROUP,
+        first,
+        listing,
+        |state, group| {
+            let fps: Vec<u64> = group.iter().map(|q| q.0).collect();
+            if every {
+                return collect(shared, state, probe, &fps, k, first);
+            }
+            // The sets the budget takes (the same with and without `first`),
+            // likeliest first for `first`'s passes (to within a bucket of their
+            // odds when not from the heap) when there are more than its first
+            // pass probes together.
+            let flips = |i: usize| {
+                vosh::likeliest_by_odds(&bits, &group[i].1.odds(), k8, budget, ordered_past)
+            };
+            collect_flipped_fast(shared, state, &state.probes(probe), &fps, flips, k, first)
+        },
+    )
 }
 
 #[cfg(test)]
