@@ -313,8 +313,8 @@ struct Work {
 }
 
 /// The first passes of a group of queries, staged together: every
-/// query's masks and headers, one after the other, and where each
-/// query's end.
+/// query's masks and headers, one query after the other, and where each
+/// query's ones end.
 #[derive(Default)]
 struct Staged {
     masks: Vec<u64>,
@@ -365,13 +365,21 @@ fn stage_flat<M: Iterator<Item = u64>>(
         staged.ends.push(staged.heads.len());
         end += 1;
     }
-    for &(header, _) in staged.heads.iter() {
+    find_starts(flat, &mut staged.heads);
+    end
+}
+
+/// The flat probe's second and third stages for `heads`, whose samples
+/// were asked for: their bit vector's words asked for, then each run's
+/// start found (and its first low part asked for).
+#[inline(always)]
+fn find_starts(flat: &crate::table::Flat, heads: &mut [(u64, FlatStart)]) {
+    for &(header, _) in heads.iter() {
         flat.touch_upper(header);
     }
-    for (header, start) in staged.heads.iter_mut() {
+    for (header, start) in heads.iter_mut() {
         *start = flat.start(*header);
     }
-    end
 }
 
 /// One query's passes from `pass` masks on: each pass's headers in level
@@ -463,12 +471,7 @@ fn scan_flat(
         flat.touch_sample(header);
         (header, FlatStart::default())
     }));
-    for &(header, _) in heads.iter() {
-        flat.touch_upper(header);
-    }
-    for (header, start) in heads.iter_mut() {
-        *start = flat.start(*header);
-    }
+    find_starts(flat, heads);
     scan_heads(spec, state, flat, q, heads, on.k, on.first, found)
 }
 
