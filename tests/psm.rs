@@ -110,9 +110,9 @@ fn answers_are_true_matches_and_the_default_budget_finds_most() {
 /// one exists, though they take the flips in several passes: queries are
 /// stored fingerprints with up to three header bits flipped and, for half
 /// of them, every bit equally volatile, so many of their matches lie in
-/// the last passes' headers. Once with every fingerprint pending, once with most of them
-/// merged into level 0 (read flat, its first passes staged for several
-/// queries together) and the rest pending.
+/// the last passes' headers. Once with every fingerprint pending, once
+/// with most of them merged into level 0 (read flat, its first passes
+/// staged for several queries together) and the rest pending.
 #[test]
 fn exhaustive_first_matches_are_found_in_every_pass() {
     for merged in [false, true] {

@@ -251,7 +251,6 @@ pub(super) fn collect_flipped<M: Iterator<Item = u64>>(
     let mut next = 0;
     while next < fps.len() {
         let begin = next;
-        let pass = first_pass;
         next = stage_flat(
             flat,
             spec,
@@ -259,7 +258,7 @@ pub(super) fn collect_flipped<M: Iterator<Item = u64>>(
             &masks,
             &mut sources,
             begin,
-            pass,
+            first_pass,
             &mut staged,
         );
         let mut from = 0;
