@@ -269,7 +269,7 @@ pub(super) fn collect_flipped<M: Iterator<Item = u64>>(
             let on = Query { fp, k, first };
             let heads = &staged.heads[from..to];
             let mut stopped = scan_heads(spec, state, flat, q, heads, k, first, &mut hits);
-            if !stopped && !probe.is_empty() {
+            if !stopped {
                 let masks = &staged.masks[from..to];
                 stopped = probe_levels(shared, state, probe, on, masks, &mut work, &mut hits)?;
             }
@@ -355,10 +355,8 @@ fn stage_flat<M: Iterator<Item = u64>>(
         let q = spec.permutation.apply(fps[end]);
         let mut source = masks(end);
         for m in source.by_ref().take(pass) {
-            let header = flat.header(q ^ m);
-            flat.touch_sample(header);
             staged.masks.push(m);
-            staged.heads.push((header, FlatStart::default()));
+            staged.heads.push(sampled_head(flat, q ^ m));
         }
         sources.push(source);
         staged.ends.push(staged.heads.len());
@@ -366,6 +364,15 @@ fn stage_flat<M: Iterator<Item = u64>>(
     }
     find_starts(flat, &mut staged.heads);
     end
+}
+
+/// The flat probe's first stage for the permuted value `x`: its header,
+/// whose sample is asked for, with its run's start still to be found.
+#[inline(always)]
+fn sampled_head(flat: &crate::table::Flat, x: u64) -> (u64, FlatStart) {
+    let header = flat.header(x);
+    flat.touch_sample(header);
+    (header, FlatStart::default())
 }
 
 /// The flat probe's second and third stages for `heads`, whose samples
@@ -465,11 +472,7 @@ fn scan_flat(
     let spec = &shared.plan.tables()[0];
     let q = spec.permutation.apply(on.fp);
     heads.clear();
-    heads.extend(masks.iter().map(|&m| {
-        let header = flat.header(q ^ m);
-        flat.touch_sample(header);
-        (header, FlatStart::default())
-    }));
+    heads.extend(masks.iter().map(|&m| sampled_head(flat, q ^ m)));
     find_starts(flat, heads);
     scan_heads(spec, state, flat, q, heads, on.k, on.first, found)
 }
