@@ -69,8 +69,8 @@ impl fmt::Display for Location {
 #[derive(Debug)]
 #[non_exhaustive]
 pub enum Error {
-    /// The directory exists but is not a simstore store (no marker file);
-    /// nothing was written to it.
+    /// The directory exists but is not a simstore store (no marker file, or
+    /// one that does not parse as a marker); nothing was written to it.
     NotAStore {
         /// The directory.
         path: PathBuf,
@@ -162,7 +162,7 @@ pub enum Error {
 impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Self::NotAStore { path } => write!(f, "{} is not a simstore store (no SIMSTORE marker)", path.display()),
+            Self::NotAStore { path } => write!(f, "{} is not a simstore store (its SIMSTORE marker is missing or unreadable)", path.display()),
             Self::AlreadyExists { path } => {
                 write!(f, "{} already exists and is not empty; refusing to create a store there", path.display())
             }

@@ -118,6 +118,29 @@ fn impossible_plans_are_typed_errors() {
     assert!(!dir.path().join("a").exists() && !dir.path().join("b").exists());
 }
 
+/// Document frequencies from fewer than two documents weigh every feature
+/// 0 or less: refused at creation, nothing created; two are accepted.
+#[test]
+fn idf_from_fewer_than_two_documents_is_refused() {
+    use simstore::simhash::{Fingerprinter, Idf};
+    let dir = tempfile::tempdir().unwrap();
+    let f = Fingerprinter::new();
+    let texts = ["one page about rivers and lakes", "another about hills"];
+    for n in 0..=1 {
+        let idf = Idf::learn(texts[..n].iter().map(|t| f.feature_hashes(t)));
+        let path = dir.path().join(format!("s{n}"));
+        let err = Store::create(&path, &Options::new().idf(idf)).unwrap_err();
+        assert!(
+            matches!(&err, Error::InvalidArgument(m) if m.contains("at least 2")),
+            "{err}"
+        );
+        assert!(!path.exists());
+    }
+    let idf = Idf::learn(texts.iter().map(|t| f.feature_hashes(t)));
+    let store = Store::create(dir.path().join("s2"), &Options::new().idf(idf)).unwrap();
+    assert_eq!(store.idf().map(Idf::documents), Some(2));
+}
+
 #[test]
 fn newer_format_version_is_refused() {
     let dir = tempfile::tempdir().unwrap();

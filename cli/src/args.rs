@@ -205,13 +205,15 @@ pub enum Command {
     /// insert it) or as a near-duplicate of an earlier document; one JSON
     /// line per document, in input order. Restartable and idempotent.
     Dedup {
-        /// Store directory (created with default options when absent or empty).
+        /// Store directory (created when absent or empty, with default
+        /// options or the asked --max-distance).
         dir: PathBuf,
         /// Files or directories (walked recursively in sorted order).
         inputs: Vec<PathBuf>,
         /// Distance at which a document is a near-duplicate (default: the
         /// store's maximum; with --similarity, the distance that threshold
-        /// needs, at most the store's maximum).
+        /// needs, at most the store's maximum). Creating the store, also
+        /// its maximum distance.
         #[arg(long)]
         max_distance: Option<u32>,
         /// Re-check candidates with similarity sketches: a document is a
@@ -236,6 +238,7 @@ pub enum Command {
         /// documents and keep them with it: every fingerprint of the store
         /// then weighs a feature by term frequency times ln((N + 1) / (df +
         /// 1)), so features most documents share (templates) weigh little.
+        /// The sample must hold at least 2 readable documents.
         #[arg(long, conflicts_with = "similarity", value_name = "N")]
         idf_sample: Option<usize>,
         /// Find candidates by probabilistic queries (as `query
@@ -270,11 +273,13 @@ pub struct DocArgs {
     /// Inputs are HTML: fingerprint their visible text.
     #[arg(long)]
     html: bool,
-    /// Word-shingle width.
-    #[arg(long, default_value_t = simstore::simhash::DEFAULT_SHINGLE)]
+    /// Word-shingle width (at least 1).
+    #[arg(long, default_value_t = simstore::simhash::DEFAULT_SHINGLE,
+          value_parser = at_least_one)]
     shingle: usize,
-    /// Use character shingles of this width instead of word shingles.
-    #[arg(long)]
+    /// Use character shingles of this width (at least 1) instead of word
+    /// shingles.
+    #[arg(long, value_parser = at_least_one)]
     char_shingle: Option<usize>,
     /// Remove English stop words before shingling.
     #[arg(long)]

@@ -268,7 +268,7 @@ fn parse_log_line(line: &[u8]) -> Option<(u64, String, String)> {
 
 /// Options of one run.
 pub struct Dedup<'a> {
-    /// Store directory (created with default options when absent or empty).
+    /// Store directory (created when absent or empty).
     pub dir: &'a Path,
     /// Query distance (default: the store's maximum, or with `similarity`
     /// the distance it needs).
@@ -292,6 +292,9 @@ pub struct Dedup<'a> {
 struct Counts {
     documents: u64,
     duplicates: u64,
+    /// Documents answered by an earlier decision on their name (logged,
+    /// or earlier in this run): neither new nor inserted.
+    repeated: u64,
     skipped: usize,
 }
 
@@ -309,6 +312,7 @@ impl Dedup<'_> {
         let mut counts = Counts {
             documents: 0,
             duplicates: 0,
+            repeated: 0,
             skipped: 0,
         };
         let mut chunk: Vec<Document> = Vec::with_capacity(CHUNK);
@@ -359,17 +363,19 @@ impl Dedup<'_> {
         }
         let secs = started.elapsed().as_secs_f64();
         eprintln!(
-            "simstore: dedup: {} documents, {} near-duplicates, {} new, {:.0} documents/s",
+            "simstore: dedup: {} documents, {} near-duplicates, {} new, {} answered by an earlier decision on their name, {:.0} documents/s",
             counts.documents,
             counts.duplicates,
-            counts.documents - counts.duplicates,
+            counts.documents - counts.duplicates - counts.repeated,
+            counts.repeated,
             counts.documents as f64 / secs.max(1e-9)
         );
         Ok(counts.skipped)
     }
 
     /// Opens the store, or creates it when `dir` is absent or empty: with
-    /// `similarity`, with sketches and the distance the threshold needs.
+    /// the asked distance when one is; with `similarity`, with sketches
+    /// and (unless asked) the distance the threshold needs.
     /// A store with sketches is for `--similarity` only, and the other way
     /// round (its fingerprints are of another kind).
     fn open_store(&self, inputs: &[PathBuf]) -> Result<Store, Failure> {
@@ -407,7 +413,10 @@ impl Dedup<'_> {
                     None => options,
                 }
             }
-            (None, None) => options,
+            (None, None) => match self.k {
+                Some(k) => options.max_distance(k),
+                None => options,
+            },
         };
         Ok(Store::create(self.dir, &options)?)
     }
@@ -467,8 +476,10 @@ impl Dedup<'_> {
             };
             counts.documents += 1;
             if let Some((_, out)) = log.logged(&doc.name)? {
+                counts.repeated += 1;
                 lines.push(Line::Logged(out));
             } else if let Some(i) = names.iter().position(|n| *n == doc.name) {
+                counts.repeated += 1;
                 lines.push(Line::Decided(i));
             } else {
                 lines.push(Line::Decided(names.len()));
@@ -510,12 +521,12 @@ impl Dedup<'_> {
             entries.push((name.clone(), line));
         }
         log.append(&entries)?;
+        counts.duplicates += decided.iter().filter(|d| d.is_some()).count() as u64;
         for line in lines {
             let line = match &line {
                 Line::Logged(l) => l,
                 Line::Decided(i) => &entries[*i].1,
             };
-            counts.duplicates += u64::from(!line.ends_with("\"duplicate_of\":null}"));
             writeln!(out, "{line}")?;
         }
         Ok(())

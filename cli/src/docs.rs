@@ -93,21 +93,40 @@ pub fn map_parallel<R: Send>(docs: &[Document], f: impl Fn(&Document) -> R + Syn
 }
 
 /// Expands inputs into files: directories are walked recursively, their
-/// entries in sorted path order. No inputs means standard input (`-`).
+/// entries in sorted path order, following symbolic links except into a
+/// directory the walk is already inside (a loop, reported as an error in
+/// its place). No inputs means standard input (`-`).
 pub fn files(inputs: &[PathBuf]) -> Vec<Result<PathBuf, String>> {
     if inputs.is_empty() {
         return vec![Ok(PathBuf::from("-"))];
     }
     let mut out = Vec::new();
     for input in inputs {
-        walk(input, &mut out);
+        walk(input, &mut Vec::new(), &mut out);
     }
     out
 }
 
-fn walk(path: &Path, out: &mut Vec<Result<PathBuf, String>>) {
+/// Appends the files of `path` to `out`; `inside` holds the resolved
+/// paths of the directories the walk is in.
+fn walk(path: &Path, inside: &mut Vec<PathBuf>, out: &mut Vec<Result<PathBuf, String>>) {
     if path.as_os_str() == "-" || !path.is_dir() {
         out.push(Ok(path.to_path_buf()));
+        return;
+    }
+    let resolved = match std::fs::canonicalize(path) {
+        Ok(resolved) => resolved,
+        Err(e) => {
+            out.push(Err(format!("{}: cannot resolve: {e}", path.display())));
+            return;
+        }
+    };
+    if inside.contains(&resolved) {
+        out.push(Err(format!(
+            "{}: not walked: a link back to {}, which contains it",
+            path.display(),
+            resolved.display()
+        )));
         return;
     }
     match std::fs::read_dir(path) {
@@ -115,9 +134,11 @@ fn walk(path: &Path, out: &mut Vec<Result<PathBuf, String>>) {
             let mut children: Vec<PathBuf> =
                 entries.filter_map(|e| e.ok().map(|e| e.path())).collect();
             children.sort();
+            inside.push(resolved);
             for c in children {
-                walk(&c, out);
+                walk(&c, inside, out);
             }
+            inside.pop();
         }
         Err(e) => out.push(Err(format!(
             "{}: cannot list directory: {e}",

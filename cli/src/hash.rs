@@ -24,8 +24,9 @@ pub enum Extra {
     Volatility,
 }
 
-/// Fingerprints every document; documents that cannot be read or have no
-/// text get a warning on stderr. Returns how many were skipped.
+/// Fingerprints every document; documents that cannot be read, have no
+/// text or a name with a line break get a warning on stderr. Returns how
+/// many were skipped.
 pub fn run(
     inputs: &[PathBuf],
     source: &Source,
@@ -55,6 +56,15 @@ pub fn run(
         });
         for (doc, result) in chunk.drain(..).zip(results) {
             match result {
+                // The line format has no escape: a name with a line break
+                // would end the line inside it.
+                Ok(_) if doc.name.contains(['\n', '\r']) => {
+                    eprintln!(
+                        "simstore: warning: {:?}: a name with a line break cannot be printed as a line",
+                        doc.name
+                    );
+                    *skipped += 1;
+                }
                 Ok(line) => {
                     if let Err(e) = writeln!(out, "{line}\t{}", doc.name) {
                         io_error.get_or_insert(e);

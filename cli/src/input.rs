@@ -173,6 +173,9 @@ pub fn parse_probabilistic(
 ) -> Result<Option<(u64, simstore::simhash::Volatility, Option<String>)>, String> {
     let mut tabs = line.splitn(3, '\t');
     let (head, name) = match (tabs.next(), tabs.next(), tabs.next()) {
+        (Some(fp), Some(volatility), Some(_)) if fp.trim().is_empty() && !volatility.is_empty() => {
+            return Err("no fingerprint before the volatility".into());
+        }
         (Some(fp), Some(volatility), Some(name)) => {
             (&line[..fp.len() + 1 + volatility.len()], named(name))
         }
@@ -340,6 +343,10 @@ mod tests {
         );
         assert_eq!(p("0123456789abcdef"), Ok(Some((fp, uniform, None))));
         assert_eq!(p("\t\tname"), Err("no fingerprint before the name".into()));
+        assert_eq!(
+            p(&format!("\t{v}\tname")),
+            Err("no fingerprint before the volatility".into())
+        );
         assert!(p("0123456789abcdef\tname").is_err());
         assert!(p(&format!("0123456789abcdef\t{v} x\tname")).is_err());
     }

@@ -651,3 +651,99 @@ fn max_candidates_rechecks_only_the_nearest() {
     }
     assert!(!tmp.path().join("x").exists());
 }
+
+/// A sample of fewer than two documents would weigh every feature 0 (one
+/// document) or less (none), making every fingerprint alike: `dedup
+/// --idf-sample` refuses it (exit 2) and leaves no store behind; from two
+/// documents on it creates one.
+#[test]
+fn idf_sample_of_fewer_than_two_documents_is_refused() {
+    let tmp = tempfile::tempdir().unwrap();
+    let docs = tmp.path().join("docs");
+    corpus(&docs);
+    let one = docs.join("GPL-3.txt");
+    let bin = env!("CARGO_BIN_EXE_simstore");
+    let store = tmp.path().join("store");
+    let s = store.to_str().unwrap();
+    for (sample, input) in [("1000", one.clone()), ("1", docs.clone())] {
+        let out = common::run_bin(
+            bin,
+            &["dedup", s, "--idf-sample", sample, input.to_str().unwrap()],
+            "",
+        );
+        assert_eq!(out.status.code(), Some(2), "--idf-sample {sample}");
+        assert!(
+            String::from_utf8_lossy(&out.stderr).contains("at least 2"),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(!store.exists(), "a store was left behind");
+    }
+    let out = simstore(&["dedup", s, "--idf-sample", "2", docs.to_str().unwrap()]);
+    let fps: std::collections::BTreeSet<&str> = out
+        .lines()
+        .map(|l| {
+            l.split("\"fingerprint\":\"")
+                .nth(1)
+                .unwrap()
+                .get(..16)
+                .unwrap()
+        })
+        .collect();
+    assert!(fps.len() >= 8, "fingerprints collapsed: {out}");
+}
+
+/// `dedup --max-distance K` on a new directory creates the store with
+/// maximum distance K, even above the default, and answers at K.
+#[test]
+fn dedup_creates_its_store_with_the_asked_distance() {
+    let tmp = tempfile::tempdir().unwrap();
+    let docs = tmp.path().join("docs");
+    corpus(&docs);
+    let d = docs.to_str().unwrap();
+    let store = tmp.path().join("store");
+    let s = store.to_str().unwrap();
+    let hashes = simstore(&["hash", d]);
+    let out = simstore(&["dedup", s, "--max-distance", "5", d]);
+    assert_eq!(out.lines().collect::<Vec<_>>(), brute_force(&hashes, 5));
+    assert!(simstore(&["stats", s]).contains("\"max_distance\":5"));
+}
+
+/// The summary counts a document answered by an earlier decision on its
+/// name (a rerun, or a name repeated in a run) as neither new nor a
+/// near-duplicate.
+#[test]
+fn summary_counts_documents_answered_by_earlier_decisions_apart() {
+    let tmp = tempfile::tempdir().unwrap();
+    let docs = tmp.path().join("docs");
+    corpus(&docs);
+    let d = docs.to_str().unwrap();
+    let s = tmp.path().join("store");
+    let s = s.to_str().unwrap();
+    let expect = brute_force(&simstore(&["hash", d]), 3);
+    let duplicates = expect.iter().filter(|l| !l.ends_with("null}")).count();
+    let bin = env!("CARGO_BIN_EXE_simstore");
+    let summary = |args: &[&str]| {
+        let out = common::run_bin(bin, args, "");
+        assert!(out.status.success());
+        String::from_utf8(out.stderr).unwrap()
+    };
+    let n = expect.len();
+    let first = summary(&["dedup", s, d]);
+    assert!(
+        first.contains(&format!(
+            "{n} documents, {duplicates} near-duplicates, {} new, 0 answered",
+            n - duplicates
+        )),
+        "{first}"
+    );
+    let again = summary(&["dedup", s, d, d]);
+    assert!(
+        again.contains(&format!(
+            "{} documents, 0 near-duplicates, 0 new, {} answered",
+            2 * n,
+            2 * n
+        )),
+        "{again}"
+    );
+}

@@ -217,3 +217,66 @@ fn hash_lines_query_with_their_names() {
     assert_eq!(out.status.code(), Some(3));
     assert!(String::from_utf8_lossy(&out.stderr).contains("line 1: no fingerprint before the name"));
 }
+
+/// A directory walk follows symbolic links, but not back into a directory
+/// it is inside: each file once, each loop a warning (exit 3), and two
+/// loops still end. A link to a directory elsewhere is walked.
+#[test]
+fn symbolic_link_loops_are_walked_once() {
+    let tmp = tempfile::tempdir().unwrap();
+    let top = tmp.path().join("top");
+    let other = tmp.path().join("other");
+    std::fs::create_dir_all(top.join("sub")).unwrap();
+    std::fs::create_dir_all(&other).unwrap();
+    std::fs::write(top.join("a.txt"), "hello world of plain text here").unwrap();
+    std::fs::write(other.join("b.txt"), "another text somewhere else entirely").unwrap();
+    std::os::unix::fs::symlink("..", top.join("sub/up")).unwrap();
+    std::os::unix::fs::symlink(".", top.join("sub/up2")).unwrap();
+    std::os::unix::fs::symlink(&other, top.join("sub/elsewhere")).unwrap();
+    let out = hash(&[top.to_str().unwrap()], "");
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    let names: Vec<&str> = stdout
+        .lines()
+        .map(|l| l.split('\t').nth(1).unwrap())
+        .collect();
+    let a = top.join("a.txt");
+    let b = top.join("sub/elsewhere/b.txt");
+    assert_eq!(names, [a.to_str().unwrap(), b.to_str().unwrap()]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(stderr.matches("a link back to").count(), 2, "{stderr}");
+    assert_eq!(out.status.code(), Some(3));
+}
+
+/// A shingle width of 0 is a bad command line (exit 2), not a width of 1.
+#[test]
+fn shingle_widths_of_zero_are_refused() {
+    for flag in ["--shingle", "--char-shingle"] {
+        let out = hash(&[flag, "0"], "some text to fingerprint here");
+        assert_eq!(out.status.code(), Some(2), "{flag} 0");
+        assert!(out.stdout.is_empty());
+        let out = hash(&[flag, "1"], "some text to fingerprint here");
+        assert!(out.status.success(), "{flag} 1");
+    }
+}
+
+/// A name with a line break cannot be printed on one line: that document
+/// is skipped with a warning (exit 3), the others printed.
+#[test]
+fn names_with_line_breaks_are_skipped() {
+    let tmp = tempfile::tempdir().unwrap();
+    let jsonl = tmp.path().join("j.jsonl");
+    std::fs::write(
+        &jsonl,
+        "{\"id\":\"a\\nb\",\"text\":\"hello there world of words\"}\n\
+         {\"id\":\"c\\rd\",\"text\":\"more words for a second one\"}\n\
+         {\"id\":\"e\",\"text\":\"and a third text that is fine\"}\n",
+    )
+    .unwrap();
+    let out = hash(&["--jsonl", jsonl.to_str().unwrap()], "");
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    assert_eq!(stdout.lines().count(), 1, "{stdout}");
+    assert!(stdout.ends_with("\te\n"), "{stdout}");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(stderr.matches("line break").count(), 2, "{stderr}");
+    assert_eq!(out.status.code(), Some(3));
+}

@@ -44,7 +44,7 @@ pub use compact::CompactionReport;
 pub use entry::Entry;
 pub use options::{
     Durability, Options, BUFFERED_SYNC_INTERVAL, DEFAULT_BLOCK_SIZE, DEFAULT_EXPECTED_SIZE,
-    DEFAULT_MAX_DISTANCE, DEFAULT_MIN_MERGE_THRESHOLD, DEFAULT_TABLE_FILE_BYTES,
+    DEFAULT_MAX_DISTANCE, DEFAULT_MIN_MERGE_THRESHOLD, DEFAULT_TABLE_FILE_BYTES, MIN_IDF_DOCUMENTS,
 };
 pub use pause::MergePause;
 pub use query::Match;

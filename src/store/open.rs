@@ -31,7 +31,7 @@ const MAX_CODE_ID: u32 = 1 << 20;
 
 /// Creates a new store in `dir`, which must be absent or empty.
 pub(crate) fn create(dir: &Path, options: &Options) -> Result<Shared> {
-    options.check()?;
+    options.check_create()?;
     // `check` bounded it by MAX_SUPPORTED_DISTANCE, far below 256.
     let k = options
         .max_distance

@@ -151,7 +151,9 @@ impl Options {
     /// with the store (creation; default none) so that every later
     /// fingerprint is weighed alike ([`Store::idf`],
     /// [`Fingerprinter::fingerprint_idf`]). Given when opening, it must
-    /// match the store's.
+    /// match the store's. A sample of fewer than [`MIN_IDF_DOCUMENTS`]
+    /// documents is refused when the store is created
+    /// ([`Error::InvalidArgument`](crate::Error::InvalidArgument)).
     ///
     /// [`Store::idf`]: crate::Store::idf
     /// [`Fingerprinter::fingerprint_idf`]: crate::simhash::Fingerprinter::fingerprint_idf
@@ -354,7 +356,30 @@ impl Options {
         }
         Ok(())
     }
+
+    /// What only creating a store checks, beyond [`Options::check`]: the
+    /// document frequencies it is to keep come from a sample large enough
+    /// (opening checks only [`Options::check`], so a store that holds a
+    /// smaller sample still opens).
+    pub(crate) fn check_create(&self) -> crate::Result<()> {
+        self.check()?;
+        match &self.idf {
+            Some(idf) if idf.documents() < MIN_IDF_DOCUMENTS => {
+                Err(crate::Error::InvalidArgument(format!(
+                    "document frequencies learned from {} documents: at least {MIN_IDF_DOCUMENTS} \
+                     are needed (from fewer, every feature weighs nothing or less)",
+                    idf.documents()
+                )))
+            }
+            _ => Ok(()),
+        }
+    }
 }
+
+/// The fewest sample documents [`Options::idf`] accepts: with one, every
+/// feature's weight `ln((n + 1) / (df + 1))` is 0 and every fingerprint
+/// would be 0; with none, every weight is negative.
+pub const MIN_IDF_DOCUMENTS: u32 = 2;
 
 /// The default of [`Options::max_pending`] for tables holding
 /// `table_fingerprints` in `tables` tables a level, at merge threshold
