@@ -39,6 +39,14 @@ pub fn run(
     let mut chunk: Vec<Document> = Vec::with_capacity(CHUNK);
     let mut emit = |chunk: &mut Vec<Document>, skipped: &mut usize| {
         let results = map_parallel(chunk, |doc| {
+            // The line format has no escape: a name with a line break
+            // would end the line inside it.
+            if doc.name.contains(['\n', '\r']) {
+                return Err(format!(
+                    "{:?}: a name with a line break cannot be printed as a line",
+                    doc.name
+                ));
+            }
             let line = match extra {
                 Extra::Sketch => fp.sketch(&doc.scanned_text()?).map(|s| {
                     let hex: String = s.to_bytes().iter().map(|b| format!("{b:02x}")).collect();
@@ -56,15 +64,6 @@ pub fn run(
         });
         for (doc, result) in chunk.drain(..).zip(results) {
             match result {
-                // The line format has no escape: a name with a line break
-                // would end the line inside it.
-                Ok(_) if doc.name.contains(['\n', '\r']) => {
-                    eprintln!(
-                        "simstore: warning: {:?}: a name with a line break cannot be printed as a line",
-                        doc.name
-                    );
-                    *skipped += 1;
-                }
                 Ok(line) => {
                     if let Err(e) = writeln!(out, "{line}\t{}", doc.name) {
                         io_error.get_or_insert(e);
