@@ -407,3 +407,52 @@ fn one_table_stores_answer_exactly() {
         true,
     );
 }
+
+/// An exact query on a one-table store whose flip sets are too many for
+/// one pass (over 16,384: at most 7 of 16 header bits) takes them all in
+/// several: queries are stored fingerprints with up to 7 header bits
+/// flipped, so some matches lie only in the last sets. Before level 0 is
+/// read flat, with it flat and later fingerprints pending, reopened, and
+/// with the tables on disk.
+#[test]
+fn one_table_exact_queries_take_every_flip_set_in_several_passes() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("s");
+    let options = Options::new()
+        .tables(1)
+        .max_distance(7)
+        .expected_size(1 << 16);
+    let store = Store::create(&path, &options).unwrap();
+    let header = store.plan().header_bits().unwrap();
+    assert!(simstore::plan::vosh::exact_count(header, 7) > 16_384);
+    let mut rng = Rng(30);
+    let mut model = Model::default();
+    let stored: Vec<(u64, u64)> = (0..17_000).map(|i| (rng.next(), i)).collect();
+    let qs: Vec<u64> = (0..70)
+        .map(|i| {
+            let mut flips = 0u64;
+            while flips.count_ones() < 1 + i % 7 {
+                flips |= 1u64 << (63 - rng.below(u64::from(header)));
+            }
+            stored[rng.below(stored.len() as u64) as usize].0 ^ flips
+        })
+        .collect();
+    let (most, rest) = stored.split_at(16_500);
+    store.insert_many(most).unwrap();
+    most.iter().for_each(|&(fp, id)| model.insert(fp, Some(id)));
+    // Probes by block cost more: fewer queries, every number of flips.
+    check_store(&store, &model, &qs[..14]);
+    store.compact().unwrap();
+    assert!(store.stats().flat_bytes.is_some(), "level 0 is flat");
+    store.insert_many(rest).unwrap();
+    rest.iter().for_each(|&(fp, id)| model.insert(fp, Some(id)));
+    check_store(&store, &model, &qs);
+    drop(store);
+    check_store(&Store::open(&path, &options).unwrap(), &model, &qs);
+    let on_disk = Store::open(&path, &options.clone().memory_budget(0)).unwrap();
+    assert!(
+        on_disk.stats().flat_bytes.is_none(),
+        "level 0 is read by block"
+    );
+    check_store(&on_disk, &model, &qs[..14]);
+}

@@ -160,6 +160,12 @@ const FIRST_FLIP_PASS: usize = 128;
 /// is than the one before.
 const FIRST_FLIP_GROWTH: usize = 4;
 
+/// The most headers one pass of a one-table query probes: a pass holds
+/// its masks, headers and probes in memory, and an exact query with a
+/// wide header and a large distance flips millions of sets (40 header
+/// bits at `k = 8`: 118 million), so its passes are cut to this size.
+const FLIP_PASS_MAX: usize = 16_384;
+
 /// [`collect_flipped`], in the copy compiled for the processor's bit
 /// instructions when it has them (as [`collect`] does): a probe of a
 /// header's run selects in the run's bit vector and counts bits.
@@ -327,9 +333,9 @@ struct Staged {
 /// exhaustive query alone has thousands).
 const STAGED_HEADS: usize = 256;
 
-/// Takes up to `pass` masks of each query from `fps[begin]` on (the
-/// `i`-th query's from `masks(i)`, kept in `sources`, which starts
-/// afresh), until about [`STAGED_HEADS`] headers are staged, and runs the
+/// Takes up to `pass` masks (at most [`FLIP_PASS_MAX`]) of each query
+/// from `fps[begin]` on (the `i`-th query's from `masks(i)`, kept in
+/// `sources`, which starts afresh), until about [`STAGED_HEADS`] headers are staged, and runs the
 /// flat probe's three stages (sample, bit vector, run start) for all of
 /// them together, one stage for all before the next: the queries' cache
 /// misses overlap with each other and with the flip sets still being
@@ -354,7 +360,7 @@ fn stage_flat<M: Iterator<Item = u64>>(
     while end < fps.len() && staged.heads.len() < STAGED_HEADS {
         let q = spec.permutation.apply(fps[end]);
         let mut source = masks(end);
-        for m in source.by_ref().take(pass) {
+        for m in source.by_ref().take(pass.min(FLIP_PASS_MAX)) {
             staged.masks.push(m);
             staged.heads.push(sampled_head(flat, q ^ m));
         }
@@ -388,9 +394,10 @@ fn find_starts(flat: &crate::table::Flat, heads: &mut [(u64, FlatStart)]) {
     }
 }
 
-/// One query's passes from `pass` masks on: each pass's headers in level
-/// 0's flat table (when `flat`) and in the other levels' tables `probe`,
-/// until `source` runs out or, with `first`, a pass finds a match.
+/// One query's passes from `pass` masks on (each at most
+/// [`FLIP_PASS_MAX`]): each pass's headers in level 0's flat table (when
+/// `flat`) and in the other levels' tables `probe`, until `source` runs
+/// out or, with `first`, a pass finds a match.
 #[allow(clippy::too_many_arguments)]
 #[inline(always)]
 fn probe_passes<M: Iterator<Item = u64>>(
@@ -407,7 +414,7 @@ fn probe_passes<M: Iterator<Item = u64>>(
     let mut part = std::mem::take(&mut work.part);
     let result = loop {
         part.clear();
-        part.extend(source.by_ref().take(pass));
+        part.extend(source.by_ref().take(pass.min(FLIP_PASS_MAX)));
         if part.is_empty() {
             break Ok(());
         }
