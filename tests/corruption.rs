@@ -93,6 +93,41 @@ fn probe(dir: &Path, model: &Model, queries: &[u64]) -> Result<Outcome, String> 
     })
 }
 
+/// A database that lost its `CURRENT` or `MANIFEST` file, a table file or
+/// its whole directory cannot be opened, and the error is corruption.
+#[test]
+fn missing_database_files_are_corruption() {
+    let tmp = tempfile::tempdir().unwrap();
+    let template = tmp.path().join("template");
+    {
+        let store = Store::create(&template, &Options::new().manual_compaction(true)).unwrap();
+        let pairs: Vec<(u64, u64)> = (0..2000u64)
+            .map(|i| (i.wrapping_mul(0x9e37_79b9_7f4a_7c15), i))
+            .collect();
+        store.insert_many(&pairs).unwrap();
+        store.compact().unwrap();
+    }
+    for lost in ["CURRENT", "MANIFEST-", ".sst", "db"] {
+        let dir = tmp.path().join(lost);
+        copy_dir(&template, &dir);
+        let db = dir.join("db");
+        if lost == "db" {
+            std::fs::remove_dir_all(&db).unwrap();
+        } else {
+            let named: Vec<PathBuf> = files(&db)
+                .into_iter()
+                .filter(|f| f.to_str().unwrap().contains(lost))
+                .collect();
+            assert!(!named.is_empty(), "no {lost} file");
+            named.iter().for_each(|f| std::fs::remove_file(f).unwrap());
+        }
+        match Store::open(&dir, &Options::new()) {
+            Err(e) => assert!(e.is_corruption(), "{lost}: {e:?}"),
+            Ok(_) => panic!("{lost}: opened"),
+        }
+    }
+}
+
 #[test]
 fn byte_flips_are_detected_or_harmless() {
     let trials: usize = std::env::var("SIMSTORE_CORRUPTION_TRIALS")

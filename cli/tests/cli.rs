@@ -265,6 +265,39 @@ fn store_errors_have_their_exit_codes() {
     assert!(help.contains("Exit codes"));
 }
 
+/// A store whose database lost its `CURRENT` or `MANIFEST` file, or its
+/// whole directory, is corrupt: `verify` prints its JSON report with the
+/// problem and exits 5, and so does a query.
+#[test]
+fn missing_database_files_are_reported_as_corruption() {
+    let tmp = tempfile::tempdir().unwrap();
+    for lost in ["CURRENT", "MANIFEST", "db"] {
+        let dir = tmp.path().join(lost);
+        let d = dir_str(&dir);
+        ok(&["create", d], "");
+        ok(&["add", d], "0123456789abcdef 7\n");
+        let db = dir.join("db");
+        match lost {
+            "db" => std::fs::remove_dir_all(&db).unwrap(),
+            _ => {
+                for f in std::fs::read_dir(&db).unwrap() {
+                    let f = f.unwrap().path();
+                    if f.file_name().unwrap().to_str().unwrap().starts_with(lost) {
+                        std::fs::remove_file(f).unwrap();
+                    }
+                }
+            }
+        }
+        let out = run(&["verify", d], "");
+        assert_eq!(out.status.code(), Some(5), "{lost}");
+        let report = String::from_utf8(out.stdout).unwrap();
+        assert!(report.starts_with("{\"ok\":false,"), "{lost}: {report}");
+        assert!(report.contains("missing"), "{lost}: {report}");
+        let query = run(&["query", d], "0123456789abcdef\n");
+        assert_eq!(query.status.code(), Some(5), "{lost}");
+    }
+}
+
 #[test]
 fn second_process_gets_a_clear_error() {
     let tmp = tempfile::tempdir().unwrap();

@@ -524,7 +524,10 @@ pub fn batch_with_capacity(bytes: usize) -> Batch {
 pub const DEFAULT_FAMILY: &str = rocksdb::DEFAULT_COLUMN_FAMILY_NAME;
 
 /// Maps an error from opening RocksDB: a held lock becomes
-/// [`Error::Locked`].
+/// [`Error::Locked`]; a file of the database that is missing (its
+/// `CURRENT` or `MANIFEST`, or the database directory itself, in a
+/// directory whose marker says it is a store) is corruption, as RocksDB
+/// reports a missing table file.
 fn open_error(dir: &Path, e: rocksdb::Error) -> Error {
     let message = e.to_string();
     if message.contains("LOCK")
@@ -534,6 +537,12 @@ fn open_error(dir: &Path, e: rocksdb::Error) -> Error {
         return Error::Locked {
             path: dir.to_path_buf(),
         };
+    }
+    if e.kind() == ErrorKind::IOError && message.contains("No such file or directory") {
+        return Error::corrupt(
+            Location::Database,
+            format!("a file of the database is missing: {}", e.into_string()),
+        );
     }
     db_error("opening the database")(e)
 }
