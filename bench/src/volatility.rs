@@ -160,7 +160,7 @@ pub fn run(config: &Config, out: &mut impl Write) -> Result<(), Failure> {
         "| budget (recall target) | recall | probes per query (mean) |"
     )?;
     writeln!(out, "|---|---|---|")?;
-    for target in [0.5, 0.8, 0.9, 0.95, 0.99, 1.0] {
+    for target in [0.5, 0.8, 0.9, 0.95, 0.975, 0.985, 0.99, 1.0] {
         let (mut hit, mut probes) = (0usize, 0usize);
         for s in &samples {
             let v = Volatility::from_weights(&s.weights);

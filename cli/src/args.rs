@@ -151,7 +151,7 @@ pub enum Command {
         #[arg(long, conflicts_with = "batch")]
         probabilistic: bool,
         /// With --probabilistic: the expected recall to reach under the
-        /// flip model (0 to 1; default 0.975).
+        /// flip model (0 to 1; default 0.985).
         #[arg(long, requires = "probabilistic", value_parser = parse_recall)]
         recall: Option<f64>,
         /// With --probabilistic: the most headers probed per query and
@@ -249,7 +249,7 @@ pub enum Command {
         #[arg(long, conflicts_with = "similarity")]
         probabilistic: bool,
         /// With --probabilistic: the expected recall to reach under the
-        /// flip model (0 to 1; default 0.975).
+        /// flip model (0 to 1; default 0.985).
         #[arg(long, requires = "probabilistic", value_parser = parse_recall)]
         recall: Option<f64>,
         #[command(flatten)]

@@ -45,8 +45,9 @@ class Decision(NamedTuple):
     #: neither stored nor logged.
     fingerprint: Optional[int]
     #: The id of the earlier document it is a near-duplicate of (``None``
-    #: when it is new). An earlier document decided by another run is
-    #: named as the log recorded it (``str(id)``).
+    #: when it is new), as given. An earlier document decided by another
+    #: run is named as the log recorded it (``str(id)``); so is one from an
+    #: earlier chunk of this run when some id of the run is not an ``int``.
     duplicate_of: Any = None
     #: The Hamming distance to that document's fingerprint.
     distance: Optional[int] = None
@@ -283,17 +284,32 @@ def dedup(
         raise
     try:
         docs = iter(documents)
+        run = _Run(len(log))
         while True:
             batch = list(islice(docs, chunk))
             if not batch:
                 break
-            yield from _decide(session, log, batch)
+            yield from _decide(session, log, batch, run)
     finally:
         log.close()
         session.close()
 
 
-def _decide(session: DedupSession, log: _Log, batch: list) -> Iterator[Decision]:
+class _Run:
+    """What one ``dedup`` call has logged: from which sequence number on,
+    and whether every id it logged is an ``int`` (so that a name it logged
+    reads back as its id)."""
+
+    def __init__(self, start: int):
+        self.start = start
+        self.ints = True
+
+    def id_of(self, seq: int, name: str) -> Any:
+        """The id of the document logged at ``seq`` under ``name``."""
+        return int(name) if self.ints and seq >= self.start else name
+
+
+def _decide(session: DedupSession, log: _Log, batch: list, run: _Run) -> Iterator[Decision]:
     from .errors import InvalidTypeError
 
     # Per document: its recorded decision, or its place among the texts
@@ -317,6 +333,7 @@ def _decide(session: DedupSession, log: _Log, batch: list) -> Iterator[Decision]
             plan.append(("same", doc_id, names.index(name)))
         else:
             plan.append(("new", doc_id, len(names)))
+            run.ints = run.ints and type(doc_id) is int
             names.append(name)
             ids.append(doc_id)
             texts.append(text)
@@ -345,7 +362,8 @@ def _decide(session: DedupSession, log: _Log, batch: list) -> Iterator[Decision]
             of_id = ids[by_seq[of_seq]]
             of_name = names[by_seq[of_seq]]
         elif of_seq < len(log):
-            of_id = of_name = log.name(of_seq)
+            of_name = log.name(of_seq)
+            of_id = run.id_of(of_seq, of_name)
         else:
             of_id = of_name = str(of_seq)
         entries.append((names[i], _line(names[i], fp, (of_name, of_fp, distance, sim))))

@@ -86,9 +86,12 @@ class Store:
         merge_threshold: Optional[int] = None,
     ) -> Store:
         """Opens the store in ``path``; creation options, when given, must
-        match the stored ones (``IncompatibleOptionsError``). Raises
-        ``NotAStoreError`` for a directory that is not a store and
-        ``LockedError`` when the store is open elsewhere."""
+        agree with the stored ones (``IncompatibleOptionsError``):
+        ``max_distance`` and ``tables`` must match, ``expected_size`` must
+        give the stored table plan (another size that gives the same plan
+        is accepted). Raises ``NotAStoreError`` for a directory that is not
+        a store and ``LockedError`` when the store is open elsewhere (or in
+        the process this one was forked from)."""
     @staticmethod
     def open_or_create(
         path: PathLike,
@@ -151,7 +154,7 @@ class Store:
         k: Optional[int] = None,
         first: bool = False,
         volatility: Optional[Union[npt.NDArray[np.uint8], bytes]] = None,
-        recall: float = 0.975,
+        recall: float = 0.985,
         max_probes: Optional[int] = None,
         max_ids: Optional[int] = None,
         return_counts: Literal[False] = False,
@@ -172,7 +175,7 @@ class Store:
         k: Optional[int] = None,
         first: bool = False,
         volatility: Optional[Union[npt.NDArray[np.uint8], bytes]] = None,
-        recall: float = 0.975,
+        recall: float = 0.985,
         max_probes: Optional[int] = None,
         max_ids: Optional[int] = None,
         *,
@@ -183,7 +186,7 @@ class Store:
         fingerprint: UInt64,
         volatility: Union[bytes, str],
         k: Optional[int] = None,
-        recall: float = 0.975,
+        recall: float = 0.985,
         max_probes: Optional[int] = None,
         first: bool = False,
         max_ids: Optional[int] = None,

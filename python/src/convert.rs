@@ -24,7 +24,9 @@ pub fn uint64(value: &Bound<'_, PyAny>, what: &str) -> PyResult<u64> {
     match value.call_method0("__index__") {
         Ok(int) => {
             let shown = int.str().map(|s| s.to_string()).unwrap_or_default();
-            let hint = if int.lt(0).unwrap_or(false) {
+            // Only fingerprints and ids come from Spark's signed columns.
+            let stored = what.starts_with("fingerprint") || what.starts_with("id");
+            let hint = if stored && int.lt(0).unwrap_or(false) {
                 " (a signed 64-bit value, as Spark stores them, converts with `v & 0xFFFF_FFFF_FFFF_FFFF`)"
             } else {
                 ""
@@ -93,7 +95,7 @@ pub fn uint64s(values: &Bound<'_, PyAny>, what: &str) -> PyResult<Vec<u64>> {
         ));
     }
     if let Ok(buffer) = PyBuffer::<u64>::get(values) {
-        if buffer.dimensions() > 1 {
+        if buffer.dimensions() != 1 {
             return Err(invalid(
                 py,
                 format!(
@@ -119,6 +121,13 @@ pub fn uint64s(values: &Bound<'_, PyAny>, what: &str) -> PyResult<Vec<u64>> {
         .call1((values,))
     {
         let format = view.getattr("format")?.to_string();
+        let ndim: usize = view.getattr("ndim")?.extract()?;
+        if ndim != 1 {
+            return Err(invalid(
+                py,
+                format!("{what} must be one-dimensional, got {ndim} dimensions"),
+            ));
+        }
         let dtype = values
             .getattr("dtype")
             .map(|d| d.to_string())

@@ -15,6 +15,7 @@ use simstore::{Options, Store};
 use crate::convert;
 use crate::errors::{self, invalid, OrRaise};
 use crate::fingerprint::{map_parallel, visible, visible_fast, PyFingerprinter};
+use crate::fork::Owner;
 
 /// The largest distance a store created for a similarity threshold gets
 /// (as the command line).
@@ -29,11 +30,20 @@ type Decided = Option<(u64, Option<(u64, u64, u32, Option<f64>)>)>;
 #[pyclass(frozen, module = "simstore._simstore", name = "DedupSession")]
 pub struct DedupSession {
     store: Mutex<Option<Store>>,
+    path: PathBuf,
+    owner: Owner,
     k: Option<u32>,
     similarity: Option<f64>,
     max_candidates: usize,
     fingerprinter: Fingerprinter,
     html: bool,
+}
+
+impl Drop for DedupSession {
+    fn drop(&mut self) {
+        // Without a lock: in a forked child it may be held for good.
+        self.owner.release(self.store.get_mut().take());
+    }
 }
 
 #[pymethods]
@@ -70,6 +80,7 @@ impl DedupSession {
             ));
         }
         let options = Options::new().sketches(similarity.is_some());
+        let at = path.clone();
         let store = py
             .detach(|| {
                 let empty = std::fs::read_dir(&path).map_or(true, |mut e| e.next().is_none());
@@ -89,6 +100,8 @@ impl DedupSession {
         Deduper::new(&store, k, similarity).or_raise(py)?;
         Ok(Self {
             store: Mutex::new(Some(store)),
+            path: at,
+            owner: Owner::here(),
             k,
             similarity,
             max_candidates,
@@ -100,6 +113,7 @@ impl DedupSession {
     /// The query distance used.
     #[getter]
     fn k(&self, py: Python<'_>) -> PyResult<u32> {
+        self.owner.check(py, &self.path)?;
         let store = self.store.lock();
         let store = store.as_ref().ok_or_else(|| errors::closed(py))?;
         Ok(Deduper::new(store, self.k, self.similarity)
@@ -115,6 +129,7 @@ impl DedupSession {
         texts: Vec<PyBackedStr>,
         first_seq: u64,
     ) -> PyResult<Vec<Decided>> {
+        self.owner.check(py, &self.path)?;
         let result = py.detach(|| -> simstore::Result<Option<Vec<Decided>>> {
             let guard = self.store.lock();
             let Some(store) = guard.as_ref() else {
@@ -166,6 +181,7 @@ impl DedupSession {
 
     /// Closes the store; raises what failed.
     fn close(&self, py: Python<'_>) -> PyResult<()> {
+        self.owner.check(py, &self.path)?;
         let store = py.detach(|| self.store.lock().take());
         match store {
             Some(s) => py.detach(|| s.close()).or_raise(py),

@@ -29,6 +29,22 @@ pub fn closed(py: Python<'_>) -> PyErr {
     raise(py, "ClosedError", "the store is closed")
 }
 
+/// `simstore.LockedError` for a handle used in a process forked from the
+/// one (`owner`) that opened it.
+pub fn forked(py: Python<'_>, path: &std::path::Path, owner: u32) -> PyErr {
+    let message = format!(
+        "the store at {} is held by process {owner}, which this process was forked from; \
+         open it in this process once that one has closed it",
+        path.display()
+    );
+    build(
+        py,
+        "LockedError",
+        message,
+        &[("path", path.to_path_buf().to_py(py))],
+    )
+}
+
 fn build(py: Python<'_>, class: &str, message: String, attributes: &[(&str, Py<PyAny>)]) -> PyErr {
     let made = (|| -> PyResult<PyErr> {
         let module = ERRORS.get_or_try_init(py, || {

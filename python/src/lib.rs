@@ -9,6 +9,7 @@ mod convert;
 mod dedup;
 mod errors;
 mod fingerprint;
+mod fork;
 mod join;
 mod log;
 mod store;

@@ -11,6 +11,7 @@ use simstore::{Durability, Op, Options};
 
 use crate::convert::{self, NO_ID};
 use crate::errors::{self, invalid, OrRaise};
+use crate::fork::Owner;
 
 /// A stored fingerprint within the asked distance of a query.
 #[pyclass(frozen, eq, module = "simstore", name = "Match")]
@@ -63,6 +64,14 @@ impl From<simstore::Match> for PyMatch {
 pub struct PyStore {
     inner: RwLock<Option<simstore::Store>>,
     path: PathBuf,
+    owner: Owner,
+}
+
+impl Drop for PyStore {
+    fn drop(&mut self) {
+        // Without a lock: in a forked child it may be held for good.
+        self.owner.release(self.inner.get_mut().take());
+    }
 }
 
 /// `simstore.QueryMatches`, looked up once.
@@ -193,6 +202,7 @@ impl PyStore {
         Ok(Self {
             inner: RwLock::new(Some(store)),
             path,
+            owner: Owner::here(),
         })
     }
 
@@ -202,6 +212,7 @@ impl PyStore {
         py: Python<'_>,
         f: impl FnOnce(&simstore::Store) -> simstore::Result<R> + Send,
     ) -> PyResult<R> {
+        self.owner.check(py, &self.path)?;
         let result = py.detach(|| self.inner.read().as_ref().map(f));
         match result {
             Some(r) => r.or_raise(py),
@@ -320,10 +331,11 @@ impl PyStore {
         self.with(py, |s| Ok(s.max_distance()))
     }
 
-    /// Whether `close()` was called.
+    /// Whether `close()` was called, or this process was forked from the
+    /// one that opened the store (where the handle cannot be used).
     #[getter]
     fn closed(&self) -> bool {
-        self.inner.read().is_none()
+        self.owner.forked() || self.inner.read().is_none()
     }
 
     /// Waits until the tables are held in memory (an open loads them in
@@ -477,7 +489,7 @@ impl PyStore {
     /// queries within `recall` and `max_probes`, as `query_probabilistic`.
     /// With `max_ids`, rows for at most that many ids a match (its
     /// smallest).
-    #[pyo3(signature = (fingerprints, k=None, first=false, volatility=None, recall=0.975, max_probes=None, max_ids=None, return_counts=false))]
+    #[pyo3(signature = (fingerprints, k=None, first=false, volatility=None, recall=0.985, max_probes=None, max_ids=None, return_counts=false))]
     #[allow(clippy::too_many_arguments)]
     fn query_many<'py>(
         &self,
@@ -499,11 +511,11 @@ impl PyStore {
         }
         let fps = convert::uint64s(fingerprints, "fingerprints")?;
         let k = self.distance(py, k)?;
+        // Checked with or without a volatility: a bad budget is an error
+        // even where it is not used.
+        let budget = budget(py, recall, max_probes)?;
         let probabilistic = match volatility {
-            Some(v) => Some((
-                convert::volatilities(v, fps.len())?,
-                budget(py, recall, max_probes)?,
-            )),
+            Some(v) => Some((convert::volatilities(v, fps.len())?, budget)),
             None => None,
         };
         let limit = self::max_ids(max_ids)?;
@@ -550,7 +562,7 @@ impl PyStore {
     /// an expected `recall` under the flip model or `max_probes`; every answer is a
     /// true match. Other stores answer exactly. With `max_ids`, at most
     /// that many ids a match (its smallest).
-    #[pyo3(signature = (fingerprint, volatility, k=None, recall=0.975, max_probes=None, first=false, max_ids=None))]
+    #[pyo3(signature = (fingerprint, volatility, k=None, recall=0.985, max_probes=None, first=false, max_ids=None))]
     #[allow(clippy::too_many_arguments)]
     fn query_probabilistic(
         &self,
@@ -670,6 +682,7 @@ impl PyStore {
     /// Waits for background work, syncs and releases the store; raises
     /// what failed. Closing twice does nothing.
     fn close(&self, py: Python<'_>) -> PyResult<()> {
+        self.owner.check(py, &self.path)?;
         let store = py.detach(|| self.inner.write().take());
         match store {
             Some(s) => py.detach(|| s.close()).or_raise(py),

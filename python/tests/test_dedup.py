@@ -192,3 +192,18 @@ def test_log_lines_are_read_as_json_reads_them():
                 assert _dedup._parse(json.dumps({"seq": 3, "line": line}).encode()) == (3, name, line)
                 for cut in range(len(raw) - 1):
                     assert _dedup._parse(raw[:cut]) is None, (name, cut)
+
+
+def test_duplicate_of_is_the_id_as_given_across_chunks(tmp_path):
+    text = "one two three four five six seven"
+    docs = [(1, text), (2, text), (3, "other words entirely here now"), (4, text)]
+    got = [d.duplicate_of for d in simstore.dedup(docs, tmp_path / "a", chunk=1)]
+    assert got == [None, 1, None, 1]
+    assert all(type(x) is int for x in got if x is not None)
+    # With an id that is not an int in the run, earlier chunks' are named
+    # as the log records them; a later run names the earlier run's so.
+    mixed = [(1, text), ("x", "more words that differ a lot"), (2, text)]
+    got = [d.duplicate_of for d in simstore.dedup(mixed, tmp_path / "b", chunk=1)]
+    assert got == [None, None, "1"]
+    again = [d.duplicate_of for d in simstore.dedup([(9, text)], tmp_path / "a")]
+    assert again == ["1"]

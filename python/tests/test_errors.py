@@ -212,3 +212,72 @@ def test_array_likes_through_numpy(store):
     store.insert_many(np.array([2**40 + 1], dtype=">u8"), np.array([99], dtype=">u8"))
     assert store.ids(2**40 + 1) == [99]
     store.delete(2**40 + 1)
+
+
+def test_messages_name_what_is_wrong(store):
+    before = snapshot(store)
+    with pytest.raises(simstore.InvalidArgumentError, match="one-dimensional, got 0"):
+        store.query_many(np.array(1, dtype=np.uint64))
+    with pytest.raises(simstore.InvalidArgumentError) as e:
+        store.query(1, k=-1)
+    assert "Spark" not in str(e.value)
+    with pytest.raises(simstore.InvalidArgumentError, match="Spark"):
+        store.query(-1)
+    # A budget is checked whether or not a volatility uses it.
+    with pytest.raises(simstore.InvalidArgumentError, match="recall"):
+        store.query_many([1], recall=5.0)
+    with pytest.raises(simstore.InvalidArgumentError, match="max_probes"):
+        store.query_many([1], max_probes=0)
+    f = simstore.Fingerprinter()
+    with pytest.raises(simstore.InvalidArgumentError, match="surrogate"):
+        f.fingerprint_many(["fine", "a \ud800 b"])
+    with pytest.raises(simstore.InvalidTypeError, match="bytes"):
+        f.fingerprint_many(b"abc")
+    assert snapshot(store) == before
+
+
+def test_a_forked_child_cannot_use_the_parents_handle(store, path):
+    """The child gets `LockedError` from every use (a write crossing the
+    merge threshold used to wait forever there for the parent's merge
+    thread) and exits without closing the parent's store."""
+    import os
+    import time
+
+    store.insert_many(np.arange(100, 5100, dtype=np.uint64), np.arange(5000, dtype=np.uint64))
+    pid = os.fork()
+    if pid == 0:
+        code = 0
+        try:
+            for call in (
+                lambda: store.insert_many(np.arange(10**6, 10**6 + 100, dtype=np.uint64), np.arange(100, dtype=np.uint64)),
+                lambda: store.insert(7, 7),
+                lambda: store.query(1),
+                store.close,
+            ):
+                try:
+                    call()
+                    code |= 1
+                except simstore.LockedError as e:
+                    code |= 0 if e.path == str(path) and "forked" in str(e) else 2
+            code |= 0 if store.closed else 4
+            del call
+        except BaseException:
+            code = 8
+        finally:
+            os._exit(code)
+    deadline = time.time() + 60
+    while True:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            break
+        if time.time() > deadline:
+            os.kill(pid, 9)
+            os.waitpid(pid, 0)
+            pytest.fail("the forked child hung")
+        time.sleep(0.05)
+    assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0, status
+    # The parent's handle is untouched and nothing the child tried landed.
+    assert store.ids(7) == [] and store.ids(1) == [10]
+    store.insert(8, 80)
+    assert store.ids(8) == [80]
+    assert len(store) == 5003 + 1
