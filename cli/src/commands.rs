@@ -63,6 +63,16 @@ pub fn create(dir: &Path, options: &Options) -> Result<(), Failure> {
 /// `add`: inserts the `FP [ID]` lines of standard input.
 pub fn add(dir: &Path, durability: Durability, ack: bool, args: &OpenArgs) -> Result<(), Failure> {
     let store = open(dir, durability, Purpose::Write, args)?;
+    if dir.join(super::dedup::LOG_NAME).exists() {
+        // Adding still works (scripts rely on its exit codes), but `dedup`
+        // reads the store's ids as its own decision numbers.
+        eprintln!(
+            "simstore: warning: {} is kept by dedup ({}): its ids are dedup's decision \
+             numbers, and dedup will name documents added here wrongly",
+            dir.display(),
+            super::dedup::LOG_NAME
+        );
+    }
     let mut out = io::stdout().lock();
     Batcher::new(&store, ack).run(io::stdin(), &mut out, |fp, id| {
         Ok(Op::Insert {

@@ -747,3 +747,46 @@ fn summary_counts_documents_answered_by_earlier_decisions_apart() {
         "{again}"
     );
 }
+
+/// `add` to a store that `dedup` keeps still adds, with a warning that
+/// `dedup` reads the store's ids as its decision numbers.
+#[test]
+fn add_to_a_dedup_store_warns() {
+    let tmp = tempfile::tempdir().unwrap();
+    let docs = tmp.path().join("docs");
+    corpus(&docs);
+    let store = tmp.path().join("store");
+    let s = store.to_str().unwrap();
+    simstore(&["dedup", s, docs.to_str().unwrap()]);
+    let out = common::run_bin(
+        env!("CARGO_BIN_EXE_simstore"),
+        &["add", s],
+        "0123456789abcdef 7\n",
+    );
+    assert_eq!(out.status.code(), Some(0));
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    assert!(stderr.contains("kept by dedup"), "{stderr}");
+    let query = common::run_bin(
+        env!("CARGO_BIN_EXE_simstore"),
+        &["query", s],
+        "0123456789abcdef\n",
+    );
+    assert!(String::from_utf8(query.stdout)
+        .unwrap()
+        .contains("\"ids\":[7]"));
+    // A store `dedup` does not keep gets no warning.
+    let plain = tmp.path().join("plain");
+    let p = plain.to_str().unwrap();
+    simstore(&["create", p]);
+    let out = common::run_bin(
+        env!("CARGO_BIN_EXE_simstore"),
+        &["add", p],
+        "0123456789abcdef 7\n",
+    );
+    assert_eq!(out.status.code(), Some(0));
+    assert!(
+        out.stderr.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
