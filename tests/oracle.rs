@@ -440,6 +440,10 @@ fn one_table_exact_queries_take_every_flip_set_in_several_passes() {
     let (most, rest) = stored.split_at(16_500);
     store.insert_many(most).unwrap();
     most.iter().for_each(|&(fp, id)| model.insert(fp, Some(id)));
+    assert!(
+        store.stats().flat_bytes.is_none(),
+        "level 0 is not flat yet"
+    );
     // Probes by block cost more: fewer queries, every number of flips.
     check_store(&store, &model, &qs[..14]);
     store.compact().unwrap();

@@ -80,7 +80,6 @@ impl DedupSession {
             ));
         }
         let options = Options::new().sketches(similarity.is_some());
-        let at = path.clone();
         let store = py
             .detach(|| {
                 let empty = std::fs::read_dir(&path).map_or(true, |mut e| e.next().is_none());
@@ -100,7 +99,7 @@ impl DedupSession {
         Deduper::new(&store, k, similarity).or_raise(py)?;
         Ok(Self {
             store: Mutex::new(Some(store)),
-            path: at,
+            path,
             owner: Owner::here(),
             k,
             similarity,

@@ -223,17 +223,14 @@ fn texts_of(texts: &Bound<'_, PyAny>, what: &str) -> PyResult<Vec<PyBackedStr>> 
     let mut docs: Vec<PyBackedStr> = Vec::with_capacity(texts.len().unwrap_or(0));
     for (i, t) in texts.try_iter()?.enumerate() {
         let t = t?;
-        if t.is_instance_of::<pyo3::types::PyString>() {
-            // A str that does not extract holds a lone surrogate.
-            docs.push(t.extract().map_err(|_| {
-                crate::errors::invalid(
+        docs.push(t.extract().map_err(|_| {
+            if t.is_instance_of::<pyo3::types::PyString>() {
+                // A str that does not extract holds a lone surrogate.
+                return crate::errors::invalid(
                     py,
                     format!("texts[{i}] is not valid Unicode (it holds a lone surrogate)"),
-                )
-            })?);
-            continue;
-        }
-        docs.push(t.extract().map_err(|_| {
+                );
+            }
             invalid_type(
                 py,
                 format!(

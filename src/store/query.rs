@@ -335,8 +335,8 @@ const STAGED_HEADS: usize = 256;
 
 /// Takes up to `pass` masks (at most [`FLIP_PASS_MAX`]) of each query
 /// from `fps[begin]` on (the `i`-th query's from `masks(i)`, kept in
-/// `sources`, which starts afresh), until about [`STAGED_HEADS`] headers are staged, and runs the
-/// flat probe's three stages (sample, bit vector, run start) for all of
+/// `sources`, which starts afresh), until about [`STAGED_HEADS`] headers
+/// are staged, and runs the flat probe's three stages (sample, bit vector, run start) for all of
 /// them together, one stage for all before the next: the queries' cache
 /// misses overlap with each other and with the flip sets still being
 /// listed, rather than each query waiting three times for its own.
