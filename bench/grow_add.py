@@ -3,8 +3,9 @@
 archive or crawler does: batches of `FP ID` lines (uniform fingerprints,
 sequential ids), each waiting for its acknowledgement before the next is
 sent. Prints the ingest rate over each twentieth of the way, the rate of the
-last twentieth and the mean rate of the last quarter against the first, the
-CPU and peak memory, and the bytes written against the bytes the store holds.
+last twentieth and the mean rate of the last quarter against the first, how
+long batches waited for their acknowledgement, the CPU and peak memory, and
+the bytes written against the bytes the store holds.
 
     python3 bench/grow_add.py --size 20000000 [--batch 10000] [--bin PATH] [--dir DIR]
 """
@@ -42,10 +43,14 @@ def main():
         sent = last = 0
         start = mark = time.time()
         rates = []
+        # Seconds from handing a batch over to its acknowledgement.
+        waits = []
         print(f"{'stored':>12} {'ingest/s':>10} {'elapsed s':>10}")
         while sent < args.size:
             n = min(args.batch, args.size - sent)
-            add.stdin.write("".join(f"{rng.getrandbits(64):016x} {sent + i}\n" for i in range(n)))
+            lines = "".join(f"{rng.getrandbits(64):016x} {sent + i}\n" for i in range(n))
+            asked = time.perf_counter()
+            add.stdin.write(lines)
             add.stdin.flush()
             sent += n
             while True:
@@ -54,6 +59,7 @@ def main():
                     sys.exit("simstore add exited early")
                 if line.startswith("acked") and int(line.split()[1]) >= sent:
                     break
+            waits.append(time.perf_counter() - asked)
             if sent - last >= step or sent == args.size:
                 now = time.time()
                 rates.append((sent - last) / (now - mark))
@@ -69,6 +75,10 @@ def main():
         print(f"first {rates[0]:.0f}/s, last {rates[-1]:.0f}/s, ratio {rates[-1] / rates[0]:.2f}, "
               f"last quarter {mean:.0f}/s ({mean / rates[0]:.2f} of first), "
               f"{time.time() - start:.0f} s in all")
+        waits.sort()
+        at = lambda q: waits[min(int(q * len(waits)), len(waits) - 1)] * 1e3
+        print(f"acknowledged in (ms): median {at(0.5):.2f}, 99% {at(0.99):.2f}, "
+              f"99.9% {at(0.999):.2f}, slowest {waits[-1] * 1e3:.1f}")
         # CPU time varies far less than wall time on a shared machine.
         usage = resource.getrusage(resource.RUSAGE_CHILDREN)
         cpu = usage.ru_utime + usage.ru_stime

@@ -404,6 +404,9 @@ impl Entries {
 #[derive(Debug, Clone, Copy, Default)]
 pub(crate) struct MixHasher;
 
+/// A set of fingerprints hashed by [`MixHasher`].
+pub(crate) type FpSet = std::collections::HashSet<u64, MixHasher>;
+
 /// The hasher [`MixHasher`] builds.
 #[derive(Debug, Clone, Copy, Default)]
 pub(crate) struct Mix(u64);

@@ -2,14 +2,14 @@
 //! pending fingerprints, tombstones) is rebuilt from what RocksDB holds,
 //! so a store reopened after a crash answers exactly as before it.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
 
 use parking_lot::{Mutex, RwLock};
 
 use super::health::Health;
-use super::ids::{IdTable, Overlay};
+use super::ids::{FpSet, IdTable, Overlay};
 use super::levels::LEVELS;
 use super::locks::Locks;
 use super::options::{Options, DEFAULT_BLOCK_SIZE, DEFAULT_EXPECTED_SIZE, DEFAULT_MAX_DISTANCE};
@@ -402,13 +402,13 @@ fn read_pairs(db: &Db) -> Result<Pairs> {
 
 /// The keys of the `pending` family (increasing) and the tombstones, from
 /// their families.
-fn read_pending(db: &Db) -> Result<(Vec<u64>, HashSet<u64>)> {
+fn read_pending(db: &Db) -> Result<(Vec<u64>, FpSet)> {
     let mut pending_fps = Vec::new();
     db.scan(db.family(keys::PENDING_FAMILY)?, &[], |k, _| {
         pending_fps.push(fingerprint_key(keys::PENDING_FAMILY, k)?);
         Ok(true)
     })?;
-    let mut tombstones = HashSet::new();
+    let mut tombstones = FpSet::default();
     db.scan(db.family(keys::TOMBSTONES_FAMILY)?, &[], |k, _| {
         tombstones.insert(fingerprint_key(keys::TOMBSTONES_FAMILY, k)?);
         Ok(true)

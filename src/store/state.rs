@@ -8,10 +8,9 @@
 //! Invariants: the levels are disjoint; tombstones ⊆ tables; no pending
 //! fingerprint is in the tables.
 
-use std::collections::HashSet;
 use std::sync::Arc;
 
-use super::ids::{parsed_at, IdPlace, IdTable, Overlay};
+use super::ids::{parsed_at, FpSet, IdPlace, IdTable, Overlay};
 use super::listing::{window, Listing};
 use super::pending::Pending;
 use crate::error::Result;
@@ -53,7 +52,7 @@ pub struct State {
     /// level's tables).
     pub upper: Option<Arc<Pending>>,
     /// Deleted, not yet removed from the blocks.
-    pub tombstones: HashSet<u64>,
+    pub tombstones: FpSet,
     /// Number of (fingerprint, id) pairs.
     pub ids: u64,
     /// The id blocks of table 0's blocks; replaced with the tables.

@@ -3,13 +3,14 @@
 //! as one atomic RocksDB write batch and, in sync mode, one fsync.
 
 use std::collections::btree_map::Entry;
-use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use parking_lot::{Condvar, Mutex};
 
 use super::before::Before;
+use super::ids::{FpSet, MixHasher};
 use super::shared::Shared;
 use crate::error::{Error, Result};
 use crate::format::keys;
@@ -304,16 +305,16 @@ struct Staged {
     fps: BTreeMap<u64, (Placement, Placement)>,
     ids: BTreeMap<(u64, u64), (bool, bool)>,
     /// The ids of each fingerprint the group names, before it.
-    stored: HashMap<u64, Before>,
+    stored: HashMap<u64, Before, MixHasher>,
     /// Sketches the group writes (`Some`) or removes with their pair.
     sketches: BTreeMap<(u64, u64), Option<Sketch>>,
     /// How many ids each fingerprint a delete asked about has now, kept
     /// up to date from then on: a delete of one of 100K ids asks whether
     /// any is left without listing them. Empty in insert-only groups.
-    counts: HashMap<u64, i64, super::ids::MixHasher>,
+    counts: HashMap<u64, i64, MixHasher>,
     /// Fingerprints whose stored ids are all in `ids` (see
     /// [`Staged::ids_of`]).
-    listed: HashSet<u64>,
+    listed: FpSet,
 }
 
 impl Staged {
