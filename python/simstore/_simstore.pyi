@@ -21,9 +21,10 @@ NO_ID: int
 #: scalars included).
 UInt64 = Union[int, np.unsignedinteger[Any], np.signedinteger[Any]]
 #: Many of them: a one-dimensional buffer of uint64 (numpy array,
-#: ``array.array('Q')``, memoryview), an array-like numpy turns into one
-#: (a pandas Series, an Arrow array), or any iterable of ints. Arrays of
-#: another dtype are refused (``InvalidTypeError``), never converted.
+#: ``array.array('Q')``, a ctypes ``c_uint64`` array, memoryview), an
+#: array-like numpy turns into one (a pandas Series, an Arrow array), or
+#: any iterable of ints. Arrays of another dtype are refused
+#: (``InvalidTypeError``), never converted.
 UInt64s = Union[npt.NDArray[np.uint64], memoryview, Iterable[int]]
 PathLike = Union[str, os.PathLike[str]]
 

@@ -80,8 +80,28 @@ pub fn at_least_one(value: &Bound<'_, PyAny>, what: &str) -> PyResult<usize> {
     }
 }
 
+/// Whether a buffer format names unsigned integers (`Q`, or `L`, which
+/// the caller checks are 8 bytes) with an explicit or native byte order:
+/// `Some(true)` for big-endian, `Some(false)` for little-endian.
+fn unsigned_64_order(format: &str) -> Option<bool> {
+    let (order, code) = match format.as_bytes() {
+        [order @ (b'@' | b'=' | b'<' | b'>' | b'!'), code] => (*order, *code),
+        [code] => (b'@', *code),
+        _ => return None,
+    };
+    if !matches!(code, b'Q' | b'L') {
+        return None;
+    }
+    Some(match order {
+        b'<' => false,
+        b'>' | b'!' => true,
+        _ => cfg!(target_endian = "big"),
+    })
+}
+
 /// A sequence of 64-bit unsigned integers: a buffer of `uint64` (a numpy
-/// array of that dtype, `array.array('Q')`, a memoryview), copied; an
+/// array of that dtype, `array.array('Q')`, a ctypes array of
+/// `c_uint64`, a memoryview), copied; an
 /// array-like numpy converts (a pandas Series, an Arrow array), then taken
 /// as such a buffer; or any iterable of ints, each checked. Buffers of another element type are
 /// refused, not converted: a signed or floating array would otherwise
@@ -127,6 +147,25 @@ pub fn uint64s(values: &Bound<'_, PyAny>, what: &str) -> PyResult<Vec<u64>> {
                 py,
                 format!("{what} must be one-dimensional, got {ndim} dimensions"),
             ));
+        }
+        // ctypes arrays name their byte order (`<Q`), which pyo3 does
+        // not take for a `u64` buffer: read such a buffer's bytes here.
+        let itemsize: usize = view.getattr("itemsize")?.extract()?;
+        if let (8, Some(big)) = (itemsize, unsigned_64_order(&format)) {
+            let bytes = view.call_method0("tobytes")?;
+            let bytes = bytes.cast::<PyBytes>()?.as_bytes();
+            return Ok(bytes
+                .chunks_exact(8)
+                .map(|c| {
+                    let mut word = [0u8; 8];
+                    word.copy_from_slice(c);
+                    if big {
+                        u64::from_be_bytes(word)
+                    } else {
+                        u64::from_le_bytes(word)
+                    }
+                })
+                .collect());
         }
         let dtype = values
             .getattr("dtype")

@@ -212,6 +212,18 @@ def test_array_likes_through_numpy(store):
     store.insert_many(np.array([2**40 + 1], dtype=">u8"), np.array([99], dtype=">u8"))
     assert store.ids(2**40 + 1) == [99]
     store.delete(2**40 + 1)
+    # ctypes arrays name their byte order in their format (`<Q`).
+    import ctypes
+
+    got = store.query_many((ctypes.c_uint64 * 3)(1, 2, 3), 0)
+    assert got.id.tolist() == [10, 20, 30]
+    big = ctypes.c_uint64.__ctype_be__
+    store.insert_many((big * 1)(2**40 + 2), (ctypes.c_uint64 * 1)(98))
+    assert store.ids(2**40 + 2) == [98]
+    store.delete(2**40 + 2)
+    # Signed ctypes arrays stay refused.
+    with pytest.raises(simstore.InvalidTypeError, match="uint64"):
+        store.query_many((ctypes.c_int64 * 2)(1, 2), 0)
 
 
 def test_messages_name_what_is_wrong(store):
