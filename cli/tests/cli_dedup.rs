@@ -22,6 +22,14 @@ fn simstore(args: &[&str]) -> String {
     String::from_utf8(out.stdout).unwrap()
 }
 
+/// A temporary directory holding [`corpus`] in its `docs`, and that path.
+fn corpus_in_tempdir() -> (tempfile::TempDir, std::path::PathBuf) {
+    let tmp = tempfile::tempdir().unwrap();
+    let docs = tmp.path().join("docs");
+    corpus(&docs);
+    (tmp, docs)
+}
+
 /// Real texts (Debian's license files) plus lightly edited copies.
 fn corpus(dir: &Path) {
     std::fs::create_dir_all(dir).unwrap();
@@ -87,9 +95,7 @@ fn brute_force(hashes: &str, k: u32) -> Vec<String> {
 
 #[test]
 fn decisions_match_brute_force_and_reruns_repeat_them() {
-    let tmp = tempfile::tempdir().unwrap();
-    let docs = tmp.path().join("docs");
-    corpus(&docs);
+    let (tmp, docs) = corpus_in_tempdir();
     let d = docs.to_str().unwrap();
     let hashes = simstore(&["hash", d]);
     let expect = brute_force(&hashes, 3);
@@ -304,9 +310,7 @@ fn brute_force_similar(hashes: &str, k: u32, j: f64) -> Vec<String> {
 
 #[test]
 fn similarity_decisions_match_brute_force_over_sketches() {
-    let tmp = tempfile::tempdir().unwrap();
-    let docs = tmp.path().join("docs");
-    corpus(&docs);
+    let (tmp, docs) = corpus_in_tempdir();
     let d = docs.to_str().unwrap();
     let hashes = simstore(&["hash", "--sketch", d]);
     // 0.8 needs distance 10; a new store's maximum is 8.
@@ -401,9 +405,7 @@ fn copies_of_a_boilerplate_page_match_as_brute_force_decides() {
 
 #[test]
 fn similarity_and_plain_stores_do_not_mix() {
-    let tmp = tempfile::tempdir().unwrap();
-    let docs = tmp.path().join("docs");
-    corpus(&docs);
+    let (tmp, docs) = corpus_in_tempdir();
     let d = docs.to_str().unwrap();
     let bin = env!("CARGO_BIN_EXE_simstore");
     let code = |args: &[&str]| common::run_bin(bin, args, "").status.code();
@@ -450,9 +452,7 @@ fn similarity_and_plain_stores_do_not_mix() {
 #[test]
 fn idf_sample_decisions_match_brute_force() {
     use simstore::simhash::{Fingerprinter, Idf};
-    let tmp = tempfile::tempdir().unwrap();
-    let docs = tmp.path().join("docs");
-    corpus(&docs);
+    let (tmp, docs) = corpus_in_tempdir();
     let d = docs.to_str().unwrap();
     let mut paths: Vec<std::path::PathBuf> = std::fs::read_dir(&docs)
         .unwrap()
@@ -658,9 +658,7 @@ fn max_candidates_rechecks_only_the_nearest() {
 /// documents on it creates one.
 #[test]
 fn idf_sample_of_fewer_than_two_documents_is_refused() {
-    let tmp = tempfile::tempdir().unwrap();
-    let docs = tmp.path().join("docs");
-    corpus(&docs);
+    let (tmp, docs) = corpus_in_tempdir();
     let one = docs.join("GPL-3.txt");
     let bin = env!("CARGO_BIN_EXE_simstore");
     let store = tmp.path().join("store");
@@ -697,9 +695,7 @@ fn idf_sample_of_fewer_than_two_documents_is_refused() {
 /// maximum distance K, even above the default, and answers at K.
 #[test]
 fn dedup_creates_its_store_with_the_asked_distance() {
-    let tmp = tempfile::tempdir().unwrap();
-    let docs = tmp.path().join("docs");
-    corpus(&docs);
+    let (tmp, docs) = corpus_in_tempdir();
     let d = docs.to_str().unwrap();
     let store = tmp.path().join("store");
     let s = store.to_str().unwrap();
@@ -714,9 +710,7 @@ fn dedup_creates_its_store_with_the_asked_distance() {
 /// near-duplicate.
 #[test]
 fn summary_counts_documents_answered_by_earlier_decisions_apart() {
-    let tmp = tempfile::tempdir().unwrap();
-    let docs = tmp.path().join("docs");
-    corpus(&docs);
+    let (tmp, docs) = corpus_in_tempdir();
     let d = docs.to_str().unwrap();
     let s = tmp.path().join("store");
     let s = s.to_str().unwrap();
@@ -752,9 +746,7 @@ fn summary_counts_documents_answered_by_earlier_decisions_apart() {
 /// `dedup` reads the store's ids as its decision numbers.
 #[test]
 fn add_to_a_dedup_store_warns() {
-    let tmp = tempfile::tempdir().unwrap();
-    let docs = tmp.path().join("docs");
-    corpus(&docs);
+    let (tmp, docs) = corpus_in_tempdir();
     let store = tmp.path().join("store");
     let s = store.to_str().unwrap();
     simstore(&["dedup", s, docs.to_str().unwrap()]);
