@@ -83,8 +83,8 @@ pub fn at_least_one(value: &Bound<'_, PyAny>, what: &str) -> PyResult<usize> {
 /// Whether a buffer format names unsigned integers (`Q`, or `L`, which
 /// the caller checks are 8 bytes) with an explicit or native byte order:
 /// `Some(true)` for big-endian, `Some(false)` for little-endian.
-fn unsigned_64_order(format: &str) -> Option<bool> {
-    let (order, code) = match format.as_bytes() {
+fn unsigned_64_order(format: &[u8]) -> Option<bool> {
+    let (order, code) = match format {
         [order @ (b'@' | b'=' | b'<' | b'>' | b'!'), code] => (*order, *code),
         [code] => (b'@', *code),
         _ => return None,
@@ -97,6 +97,17 @@ fn unsigned_64_order(format: &str) -> Option<bool> {
         b'>' | b'!' => true,
         _ => cfg!(target_endian = "big"),
     })
+}
+
+/// Turns `values`, read in this machine's byte order from a buffer of
+/// `format`, into their values: swapped when the format names the other
+/// order.
+fn from_buffer_order(values: &mut [u64], format: &[u8]) {
+    if unsigned_64_order(format).is_some_and(|big| big != cfg!(target_endian = "big")) {
+        for v in values {
+            *v = v.swap_bytes();
+        }
+    }
 }
 
 /// A sequence of 64-bit unsigned integers: a buffer of `uint64` (a numpy
@@ -126,13 +137,8 @@ pub fn uint64s(values: &Bound<'_, PyAny>, what: &str) -> PyResult<Vec<u64>> {
         }
         let mut values = buffer.to_vec(py)?;
         // pyo3 takes a big-endian format for a native one on little-endian
-        // machines: swap those here, so that `>u8` arrays read right.
-        let format = buffer.format().to_bytes();
-        if cfg!(target_endian = "little") && matches!(format.first(), Some(b'>' | b'!')) {
-            for v in &mut values {
-                *v = v.swap_bytes();
-            }
-        }
+        // machines, so that `>u8` arrays are read by their bytes.
+        from_buffer_order(&mut values, buffer.format().to_bytes());
         return Ok(values);
     }
     if let Ok(view) = py
@@ -151,21 +157,20 @@ pub fn uint64s(values: &Bound<'_, PyAny>, what: &str) -> PyResult<Vec<u64>> {
         // ctypes arrays name their byte order (`<Q`), which pyo3 does
         // not take for a `u64` buffer: read such a buffer's bytes here.
         let itemsize: usize = view.getattr("itemsize")?.extract()?;
-        if let (8, Some(big)) = (itemsize, unsigned_64_order(&format)) {
+        if itemsize == 8 && unsigned_64_order(format.as_bytes()).is_some() {
             let bytes = view.call_method0("tobytes")?;
-            let bytes = bytes.cast::<PyBytes>()?.as_bytes();
-            return Ok(bytes
+            let mut values: Vec<u64> = bytes
+                .cast::<PyBytes>()?
+                .as_bytes()
                 .chunks_exact(8)
                 .map(|c| {
                     let mut word = [0u8; 8];
                     word.copy_from_slice(c);
-                    if big {
-                        u64::from_be_bytes(word)
-                    } else {
-                        u64::from_le_bytes(word)
-                    }
+                    u64::from_ne_bytes(word)
                 })
-                .collect());
+                .collect();
+            from_buffer_order(&mut values, format.as_bytes());
+            return Ok(values);
         }
         let dtype = values
             .getattr("dtype")
