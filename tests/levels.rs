@@ -451,3 +451,78 @@ fn writes_made_while_a_merge_into_level_0_runs_are_kept() {
         verified(&store);
     }
 }
+
+/// Writes made while merges take the pending set into the smallest level
+/// (run on another thread, beside the writes) are all kept across reopen:
+/// each such merge writes the `pending` family again, from the
+/// fingerprints written since its snapshot, and a fingerprint without ids
+/// still pending after it keeps its key there.
+#[test]
+fn writes_made_while_the_pending_set_merges_are_kept_across_reopen() {
+    for (seed, data) in [
+        (51, random(5000, &mut Rng(51))),
+        (52, clustered(5000, &mut Rng(52))),
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s");
+        let options = Options::new()
+            .block_size(64)
+            .merge_threshold(40)
+            .manual_compaction(true)
+            .durability(simstore::Durability::Buffered);
+        let store = Store::create(&path, &options).unwrap();
+        let mut model = Model::default();
+        let done = std::sync::atomic::AtomicBool::new(false);
+        let merges = std::thread::scope(|s| {
+            let merger = s.spawn(|| {
+                let mut merges = 0u64;
+                while !done.load(std::sync::atomic::Ordering::Acquire) {
+                    merges += u64::from(store.merge_due().unwrap().merged > 0);
+                }
+                merges
+            });
+            let mut again = std::collections::VecDeque::new();
+            for (i, &fp) in data.iter().enumerate() {
+                if i % 3 == 0 {
+                    model.insert(fp, None);
+                    store.insert_fingerprint(fp).unwrap();
+                } else {
+                    model.insert(fp, Some(i as u64));
+                    store.insert(fp, i as u64).unwrap();
+                }
+                // Deleted from a level, tombstoned until a merge drops
+                // it, and inserted again a little later: during that
+                // merge, now and then, which must leave it pending.
+                if i % 13 == 0 || i % 13 == 6 && i >= 60 {
+                    // Far back (in a large level) or recent (in the
+                    // smallest, which the next merge rewrites).
+                    let old = data[if i % 13 == 0 { i / 2 } else { i - 60 }];
+                    if model.fps.contains_key(&old) {
+                        model.delete_fingerprint(old);
+                        store.delete_fingerprint(old).unwrap();
+                        again.push_back((i + [3, 11, 29][i % 3], old));
+                    }
+                }
+                while again.front().is_some_and(|&(at, _)| at <= i) {
+                    let (_, old) = again.pop_front().unwrap();
+                    model.insert(old, None);
+                    store.insert_fingerprint(old).unwrap();
+                }
+                // Lets the merges in on a busy machine.
+                if i % 20 == 0 {
+                    std::thread::yield_now();
+                }
+            }
+            done.store(true, std::sync::atomic::Ordering::Release);
+            merger.join().unwrap()
+        });
+        assert!(merges >= 3, "{merges} merges");
+        let qs = queries(&data, 150, &mut Rng(seed));
+        check_store(&store, &model, &qs);
+        drop(store);
+        let store = Store::open(&path, &Options::new()).unwrap();
+        check_store(&store, &model, &qs);
+        assert_eq!(store.stats().fingerprints as usize, model.fps.len());
+        verified(&store);
+    }
+}

@@ -836,8 +836,9 @@ fn rewrite_whole(after: usize, per_key: usize) -> bool {
 
 /// Adds a merge's changes to the `pending` family to `batch`: `changes`
 /// (increasing; `true`: the fingerprint becomes pending, `false`: it
-/// leaves) to a family holding the `count` fingerprints `now` lists
-/// (increasing). A merge moves most of what is pending into the tables,
+/// leaves) to a family holding `count` fingerprints, of which `now` lists
+/// (increasing) at least every one that stays (and maybe some leaving).
+/// A merge moves most of what is pending into the tables,
 /// so the family is usually emptied and written again with the few
 /// fingerprints written while the merge ran: those of them `keyed` says
 /// need a key (the others are named by their pairs, see
@@ -950,7 +951,9 @@ fn commit(
     let mut touched: Vec<u64> = g.pending.iter().chain(&g.removes).copied().collect();
     touched.sort_unstable();
     touched.dedup();
-    let merged = Pending::permuted(plan, &g.pending);
+    // A merge of the pending set into a level above level 0 rebuilds what
+    // is left pending (see `rest` below) and needs no removal list.
+    let merged = (!job.pending || caught_up).then(|| Pending::permuted(plan, &g.pending));
     // Declared before the commit lock's guard: dropped after it.
     let mut retired = Retired::default();
     let _leader = shared.locks.commit();
@@ -1016,7 +1019,7 @@ fn commit(
     // level stay in the tables: a tombstone written meanwhile names them
     // in their new level.
     let mut fixes = Vec::new();
-    {
+    let rest = {
         let state = shared.state.read();
         let mut pending_changes = Vec::new();
         let mut taken = 0;
@@ -1026,7 +1029,8 @@ fn commit(
         // the writes, which leaves it only the last: every placement is
         // read again.)
         let (mut was_pending, mut in_removes) = (Walk::new(&g.pending), Walk::new(removes));
-        let mut written = journal.as_deref().filter(|_| !caught_up).map(Walk::new);
+        let written_since = journal.as_deref().filter(|_| !caught_up);
+        let mut written = written_since.map(Walk::new);
         // Most of `touched` (all of it, for a merge of the pending set into
         // the top, which can be millions after a merge into level 0) is
         // pending fingerprints merged and not written since: walked, not
@@ -1038,8 +1042,9 @@ fn commit(
             let unchanged = written.as_mut().is_some_and(|w| !w.has(x, |&f| f));
             if unchanged && in_new {
                 // Pending then (so in no table, not tombstoned) and not
-                // written since: moved into the tables, which the swap's
-                // removal of `merged` does in memory.
+                // written since: moved into the tables, which the swap
+                // does in memory (removing `merged`, or rebuilding what is
+                // left pending).
                 pending_changes.push((x, false));
                 taken += 1;
                 continue;
@@ -1072,11 +1077,29 @@ fn commit(
         // pending set merged, one may be pending from before with pairs
         // written unmarked by an older format, and a key.)
         let keyed = |x| !job.pending || state.overlay.get(x).is_empty();
+        // When the merge took the whole pending set of its snapshot and
+        // the journal holds every write since, a fingerprint pending now
+        // was pending then (and is leaving: the merge takes it in) or was
+        // written since: the journal's ones pending now and not then are
+        // all that stay, found without listing the tens of thousands
+        // being merged as writers wait.
+        let staying: Option<Vec<u64>> = match written_since {
+            Some(fps) if job.pending => {
+                let mut then = Walk::new(&g.pending);
+                Some(
+                    fps.iter()
+                        .copied()
+                        .filter(|&x| !then.has(x, |&f| f) && state.pending.contains(plan, x))
+                        .collect(),
+                )
+            }
+            _ => None,
+        };
         write_pending(
             &mut batch,
             pending_cf,
             state.pending.len(),
-            || state.pending.all(plan),
+            || staying.clone().unwrap_or_else(|| state.pending.all(plan)),
             &pending_changes,
             keyed,
         );
@@ -1089,7 +1112,19 @@ fn commit(
             counters.moved((pending, tombstoned), (want_pending, want_tomb));
         }
         shared.put_counters(&mut batch, &counters)?;
-    }
+        // What is left pending then: `staying` and the fingerprints the
+        // fixes make pending, a set built here, before the state's write
+        // lock, rather than the tens of thousands merged filtered out of
+        // every table's runs under it.
+        staying.map(|mut rest| {
+            let joining = fixes
+                .iter()
+                .filter(|&&(_, pending, want, ..)| want && !pending);
+            rest.extend(joining.map(|&(x, ..)| x));
+            rest.sort_unstable();
+            Pending::from_fingerprints(plan, &rest)
+        })
+    };
     let filed = files::filed(&outputs, db.tables());
     files::commit(shared, batch, &filed, true, |state| {
         debug_assert!(
@@ -1105,9 +1140,15 @@ fn commit(
         // Every fingerprint that leaves the pending set is one the merge
         // took in (a tombstoned one that is pending again stays), and the
         // rest of those are not pending any more.
-        state.pending.remove_permuted(&merged);
+        let rebuilt = rest.is_some();
+        match rest {
+            Some(rest) => retired.keep(replace(&mut state.pending, rest)),
+            None => state
+                .pending
+                .remove_permuted(&merged.unwrap_or_else(|| Pending::permuted(plan, &g.pending))),
+        }
         for (x, pending, want_pending, tombstoned, want_tomb) in fixes {
-            if want_pending && !pending {
+            if want_pending && !pending && !rebuilt {
                 state.pending.insert(plan, x);
             }
             if tombstoned && !want_tomb {
