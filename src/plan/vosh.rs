@@ -204,9 +204,10 @@ pub struct Flips {
 /// A query's header bits ordered likeliest first, with their odds and
 /// the total odds of the sets of at most `k` of them.
 struct Order {
-    /// Header bits in use.
+    /// Header bits ordered: every one in use, or those a walk's sets can
+    /// hold (see [`Odds::order`]).
     n: usize,
-    /// The largest set size, at most `n` and 8.
+    /// The largest set size, at most the header's bits in use and 8.
     k: usize,
     /// Header bit numbers, likeliest first.
     bits: [u8; MAX_HEADER],
@@ -225,23 +226,72 @@ impl Order {
     /// The order of `header` with each bit `j` flipping with odds
     /// `odds[j]` (see [`likeliest_by_odds`]).
     fn new(header: &[u8], odds: &[f64; 64], k: u8) -> Self {
+        Odds::new(header, odds, k).order(0.0)
+    }
+}
+
+/// A query's header bits with their odds, unordered, and the total odds
+/// of the sets of at most `k` of them: what both the heap (which orders
+/// every bit) and the walk (which orders only the bits a set it lists
+/// can hold) start from.
+struct Odds {
+    /// Every bit's odds, within `MIN_ODDS..=1`.
+    odds_of: [f64; 64],
+    /// The header bits in use, as a mask.
+    inside: u64,
+    /// The largest set size, at most the header's bits and 8.
+    k: usize,
+    /// See [`Order::weight`].
+    weight: [f64; 9],
+    /// See [`Order::total`].
+    total: f64,
+}
+
+impl Odds {
+    fn new(header: &[u8], odds: &[f64; 64], k: u8) -> Self {
         let distance = usize::from(k.min(8));
         // Every bit's odds within `MIN_ODDS..=1` (`max` takes `MIN_ODDS`
         // for a NaN, where `clamp` would keep the NaN).
         #[allow(clippy::manual_clamp)]
         let odds_of: [f64; 64] = odds.map(|o| o.max(MIN_ODDS).min(1.0));
+        // A bit named twice counts once.
+        let inside = header.iter().fold(0u64, |m, &b| m | 1u64 << (b & 63));
+        let n = inside.count_ones() as usize;
+        let k = distance.min(n);
+        // The sums do not depend on the order: taken in bit order, the
+        // same for the heap and the walk.
+        let mut in_header = [0f64; MAX_HEADER];
+        for (o, b) in in_header.iter_mut().zip(bits_of(inside)) {
+            *o = odds_of[usize::from(b)];
+        }
+        let e = symmetric_sums(&in_header[..n], k);
+        let weight = rest_weights(inside, &odds_of, distance);
+        Self {
+            odds_of,
+            inside,
+            k,
+            weight,
+            total: e[..=k].iter().zip(&weight).map(|(e, w)| e * w).sum(),
+        }
+    }
+
+    /// The header bits whose odds times `weight[1]` (a one-bit set's
+    /// weighted odds) are at least `least`, likeliest first: with `least`
+    /// a walk's bound, the only bits the sets it lists hold (every set
+    /// holding another weighs less, odds being at most 1 and the weights
+    /// not increasing); with 0, every bit.
+    fn order(&self, least: f64) -> Order {
         // Likeliest first, ties by bit number, sorted as one word a bit
         // (which sorts without branches): the odds' bits (below 2^62, odds
         // being at most 1) inverted so the likeliest sorts first, less
         // their lowest 4 (odds within 2^-48 of each other are ordered by
-        // bit number), then the bit number in the low 6. A bit named
-        // twice counts once.
-        let inside = header.iter().fold(0u64, |m, &b| m | 1u64 << (b & 63));
-        let n = inside.count_ones() as usize;
-        let k = distance.min(n);
-        let mut keys = [u64::MAX; MAX_HEADER];
-        for (key, b) in keys.iter_mut().zip(bits_of(inside)) {
-            *key = (!(odds_of[usize::from(b)].to_bits() << 2) & !0x3f) | u64::from(b);
+        // bit number), then the bit number in the low 6.
+        let mut keys = [0u64; MAX_HEADER];
+        let mut n = 0;
+        for b in bits_of(self.inside) {
+            let o = self.odds_of[usize::from(b)];
+            keys[n] = (!(o.to_bits() << 2) & !0x3f) | u64::from(b);
+            n += usize::from(o * self.weight[1] >= least);
         }
         keys[..n].sort_unstable();
         let mut bits = [0u8; MAX_HEADER];
@@ -249,17 +299,15 @@ impl Order {
         for (i, &key) in keys[..n].iter().enumerate() {
             let b = (key & 0x3f) as u8;
             bits[i] = b;
-            odds[i] = odds_of[usize::from(b)];
+            odds[i] = self.odds_of[usize::from(b)];
         }
-        let e = symmetric_sums(&odds[..n], k);
-        let weight = rest_weights(inside, &odds_of, distance);
-        Self {
+        Order {
             n,
-            k,
+            k: self.k,
             bits,
             odds,
-            weight,
-            total: e[..=k].iter().zip(&weight).map(|(e, w)| e * w).sum(),
+            weight: self.weight,
+            total: self.total,
         }
     }
 }
@@ -474,44 +522,34 @@ pub fn likeliest_by_odds(
     stop: Budget,
     ordered_past: usize,
 ) -> Likeliest {
-    let order = Order::new(header, odds, k);
-    let goal = stop.recall * order.total;
-    let heap = |order: &Order| Likeliest::Popped(Flips::ordered(order, stop));
+    let odds = Odds::new(header, odds, k);
+    let goal = stop.recall * odds.total;
+    let heap = |odds: &Odds| Likeliest::Popped(Flips::ordered(&odds.order(0.0), stop));
     if stop.recall < WALK_FROM || stop.recall >= 1.0 || goal <= 1.0 || stop.max_probes <= 1 {
         // Few sets, which popping costs less than listing and bucketing;
         // or every set (a probe limit's likeliest), which the heap takes
         // without listing them.
-        return heap(&order);
+        return heap(&odds);
     }
-    let count = exact_count(order.n as u8, order.k as u8);
+    let count = exact_count(odds.inside.count_ones() as u8, odds.k as u8);
     if count > MAX_LISTED {
         // The walk could list too many to hold.
-        return heap(&order);
+        return heap(&odds);
     }
     // Fewer than `count` sets have odds below the bound, so together
     // they weigh less than `total − goal`: the sets at or above it cover
     // the goal.
-    let bound = (order.total - goal) / count as f64;
+    let bound = (odds.total - goal) / count as f64;
     let listed = SCRATCH.with_borrow_mut(|scratch| {
         let Scratch { sets, edge, spare } = scratch;
-        let mut out = std::mem::take(spare);
-        listed(
-            &order,
-            bound,
-            goal,
-            stop,
-            ordered_past,
-            sets,
-            edge,
-            &mut out,
-        )
-        .then_some(out)
+        let mut out = spare.pop().unwrap_or_default();
+        listed(&odds, bound, goal, stop, ordered_past, sets, edge, &mut out).then_some(out)
     });
     match listed {
         Some(masks) => Likeliest::Listed(Listed { masks, next: 0 }),
         // Rounding left the sets above the safe bound a hair short: take
         // them in order.
-        None => heap(&order),
+        None => heap(&odds),
     }
 }
 
@@ -539,8 +577,8 @@ impl Iterator for Likeliest {
 }
 
 /// The masks [`likeliest`] listed, taken in order. Dropped, it gives its
-/// buffer back to the thread's next [`likeliest`], which then lists
-/// without allocating.
+/// buffer back to the thread's next listings, which then list without
+/// allocating.
 #[derive(Debug, Clone)]
 pub struct Listed {
     masks: Vec<u64>,
@@ -568,8 +606,9 @@ impl Drop for Listed {
         // A thread whose locals are being torn down frees it instead.
         let _ = SCRATCH.try_with(|scratch| {
             if let Ok(mut scratch) = scratch.try_borrow_mut() {
-                if scratch.spare.capacity() < masks.capacity() {
-                    scratch.spare = masks;
+                let kept = masks.capacity() <= SPARE_MASKS && masks.capacity() > 0;
+                if kept && scratch.spare.len() < SPARES {
+                    scratch.spare.push(masks);
                 }
             }
         });
@@ -582,9 +621,17 @@ impl Drop for Listed {
 struct Scratch {
     sets: Vec<u128>,
     edge: Vec<u128>,
-    /// The buffer of the last [`Listed`] dropped.
-    spare: Vec<u64>,
+    /// Buffers of [`Listed`]s dropped (the queries of a group are listed
+    /// before any is dropped).
+    spare: Vec<Vec<u64>>,
 }
+
+/// The most buffers a thread keeps for its next listings.
+const SPARES: usize = 128;
+
+/// The largest buffer (in masks) a thread keeps: a listing of more sets
+/// costs far more than its allocation.
+const SPARE_MASKS: usize = 1024;
 
 thread_local! {
     static SCRATCH: std::cell::RefCell<Scratch> = std::cell::RefCell::default();
@@ -592,10 +639,12 @@ thread_local! {
 
 /// [`likeliest`] once the safe `bound` is known, with
 /// `sets` and `edge` to list into and the masks written to `out`; false
-/// when rounding left the sets above the bound short of the goal.
+/// when rounding left the sets above the bound short of the goal. Each
+/// walk orders only the bits its bound lets a set hold, a few of a
+/// header's 23 to 30 on the usual volatilities.
 #[allow(clippy::too_many_arguments)]
 fn listed(
-    order: &Order,
+    odds: &Odds,
     bound: f64,
     goal: f64,
     stop: Budget,
@@ -608,7 +657,7 @@ fn listed(
     // always cover the goal with far fewer listed.
     for bound in [bound * HOPEFUL, bound] {
         sets.clear();
-        walk(order, bound, sets);
+        walk(&odds.order(bound), bound, sets);
         if take_likeliest(sets, goal, stop.max_probes, ordered_past, edge, out) {
             return true;
         }
@@ -982,6 +1031,49 @@ mod tests {
         assert!(at > last_single && last_single.is_some(), "{masks:x?}");
         let masks = flips(&header, p(0.0), 3, Budget::probes(30));
         assert!(masks[..8].contains(&three), "{masks:x?}");
+    }
+
+    /// A walk over only the bits its bound lets a set hold lists exactly
+    /// the sets a walk over every header bit lists, at bounds from the
+    /// likeliest single bit's down to below the least set's, on
+    /// continuous odds and on quantized ones full of ties.
+    #[test]
+    fn a_walk_over_the_bits_its_bound_keeps_lists_every_set_above_it() {
+        let mut rng = crate::test_rng::TestRng::new(41);
+        let mut fewer = 0;
+        for round in 0..48 {
+            let (width, k) = [(23u8, 3u8), (26, 3), (30, 4), (12, 8)][round % 4];
+            let header: Vec<u8> = (64 - width..64).collect();
+            let odds: [f64; 64] = std::array::from_fn(|_| {
+                let p = ((rng.next_u64() >> 11) as f64 / (1u64 << 53) as f64).powi(4) * 0.5;
+                let p = if round % 3 == 0 {
+                    (-((-8.0 * p.log2()).round()) / 8.0).exp2()
+                } else {
+                    p
+                };
+                p / (1.0 - p)
+            });
+            let all = Odds::new(&header, &odds, k);
+            let every = all.order(0.0);
+            assert_eq!(every.n, usize::from(width));
+            let listed = |order: &Order, bound: f64| {
+                let mut sets = Vec::new();
+                walk(order, bound, &mut sets);
+                sets.sort_unstable();
+                sets
+            };
+            for scale in [1.0, 1e-1, 1e-2, 1e-3, 1e-4, 1e-6, 1e-12, 1e-40] {
+                let bound = all.total * scale * 1e-2;
+                let some = all.order(bound);
+                fewer += usize::from(some.n < every.n);
+                assert_eq!(
+                    listed(&some, bound),
+                    listed(&every, bound),
+                    "round {round}, width {width}, k {k}, bound {bound}"
+                );
+            }
+        }
+        assert!(fewer > 48 * 3, "the bounds left out bits {fewer} times");
     }
 
     /// Every set of at most `k` of `header`'s bits, with its odds product,
