@@ -783,8 +783,7 @@ fn take_likeliest(
 /// next bit in its place). The odds are in decreasing order and a larger
 /// set weighs no more than a smaller one, so at the first bit that takes
 /// a set below the bound no later bit in its place, and nothing extending
-/// it, does better. A loop over the sizes rather than a recursive call
-/// for each set extended.
+/// it, does better.
 fn walk(order: &Order, bound: f64, sets: &mut Vec<u128>) {
     if order.k <= 3 {
         walk_to_three(order, bound, sets);
@@ -839,7 +838,8 @@ fn walk_to_three(order: &Order, bound: f64, sets: &mut Vec<u128>) {
     }
 }
 
-/// [`walk`] for sets of any size up to `k` (at most 8).
+/// [`walk`] for sets of any size up to `k` (at most 8): a loop over the
+/// sizes rather than a recursive call for each set extended.
 fn walk_any(order: &Order, bound: f64, sets: &mut Vec<u128>) {
     let (n, k) = (order.n, order.k);
     if k == 0 {
