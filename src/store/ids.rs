@@ -999,11 +999,14 @@ impl Reconcile<'_> {
         Ok(())
     }
 
-    /// Fingerprints the overlay is given room for after the merge: about
-    /// what it holds by the next merge into level 0 (the pairs of the
-    /// other levels, up to a seventh of level 0, and of pending ones), so
-    /// that its map is not grown, every entry moved, by writes under the
-    /// state lock meanwhile.
+    /// Fingerprints the overlay is given room for after the merge: a sixth
+    /// of level 0. The pairs of the other levels and of pending
+    /// fingerprints reach a third of level 0 and more by the next merge
+    /// into it, and a write then grows the map, every entry moved, under
+    /// the state lock (a second at 7M entries). Room for all of them from
+    /// the start costs as much elsewhere: the next merge copies every
+    /// bucket of the map under the state's read lock, and memory peaks
+    /// higher (`bench/RESULTS.md`).
     fn overlay_room(&self) -> usize {
         usize::try_from(self.new0.fingerprints() / 6).unwrap_or(usize::MAX)
     }
