@@ -304,10 +304,33 @@ fn hold(bytes: Arc<[u8]>, count: u16) -> Held {
 /// Pairs not in the id blocks as they are: `(id, added)` per fingerprint,
 /// increasing by id; `added` false for a pair of an id block that was
 /// removed.
+///
+/// The fingerprints are spread over [`SHARDS`] maps by bits of their hash
+/// that the maps do not use: a map grows, every entry of it moved, when a
+/// write fills it, under the state's write lock. One map of 7M entries
+/// took a second to grow, holding every writer and query; a shard takes a
+/// thousandth of that, and as the shards fill at slightly different
+/// rates, a write group grows a few of them, not all.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Overlay {
-    map: HashMap<u64, Entries, MixHasher>,
+    /// [`SHARDS`] maps, or none while the overlay has never held an entry.
+    shards: Vec<HashMap<u64, Entries, MixHasher>>,
     entries: usize,
+}
+
+/// Maps an overlay spreads its fingerprints over (see [`Overlay`]).
+const SHARDS: usize = 1 << 10;
+
+/// The shard of `fp`: ten bits of its hash from the middle, which a map
+/// of fewer than 2^32 buckets does not use (`hashbrown` places an entry by
+/// the low bits and tags it with the top seven).
+fn shard_of(fp: u64) -> usize {
+    (crate::table::mix(fp) >> 32) as usize & (SHARDS - 1)
+}
+
+/// An empty map with room for `fingerprints`.
+fn map_with_room(fingerprints: usize) -> HashMap<u64, Entries, MixHasher> {
+    HashMap::with_capacity_and_hasher(fingerprints, MixHasher)
 }
 
 /// One fingerprint's overlay entries, never none: a single entry (a new
@@ -442,22 +465,30 @@ impl Overlay {
 
     /// The entries of `fp`, by id.
     pub fn get(&self, fp: u64) -> &[(u64, bool)] {
-        self.map.get(&fp).map_or(&[], Entries::as_slice)
+        self.entries(fp).map_or(&[], Entries::as_slice)
     }
 
     /// The entries of `fp`, when it has any.
+    #[inline]
     pub fn entries(&self, fp: u64) -> Option<&Entries> {
-        self.map.get(&fp)
+        self.shards.get(shard_of(fp))?.get(&fp)
     }
 
     /// The entries of `fp`, shared (no copy), when it has any.
     pub fn shared(&self, fp: u64) -> Option<Entries> {
-        self.map.get(&fp).cloned()
+        self.entries(fp).cloned()
     }
 
     /// The fingerprints with entries, in no order.
     pub fn fingerprints(&self) -> impl Iterator<Item = u64> + '_ {
-        self.map.keys().copied()
+        self.shards.iter().flat_map(|map| map.keys().copied())
+    }
+
+    /// Makes the shards when there are none yet.
+    fn with_shards(&mut self) {
+        if self.shards.is_empty() {
+            self.shards = (0..SHARDS).map(|_| map_with_room(0)).collect();
+        }
     }
 
     /// Every fingerprint with entries and its entries (increasing by id),
@@ -468,8 +499,9 @@ impl Overlay {
     /// the map itself, each would be a cache miss again.
     fn sorted(&self) -> Vec<(u64, Entries)> {
         let mut sorted: Vec<(u64, Entries)> = self
-            .map
+            .shards
             .iter()
+            .flatten()
             .map(|(&fp, list)| (fp, list.clone()))
             .collect();
         sorted.sort_unstable_by_key(|&(fp, _)| fp);
@@ -478,13 +510,20 @@ impl Overlay {
 
     /// Every fingerprint with its entries, in no order.
     pub fn iter(&self) -> impl Iterator<Item = (u64, &[(u64, bool)])> + '_ {
-        self.map.iter().map(|(&fp, list)| (fp, list.as_slice()))
+        self.shards
+            .iter()
+            .flatten()
+            .map(|(&fp, list)| (fp, list.as_slice()))
     }
 
     /// Sets the entry of `(fp, id)`: added, removed, or none.
     pub fn set(&mut self, fp: u64, id: u64, mark: Option<bool>) {
         use std::collections::hash_map::Entry;
-        match self.map.entry(fp) {
+        if mark.is_none() && self.entries == 0 {
+            return;
+        }
+        self.with_shards();
+        match self.shards[shard_of(fp)].entry(fp) {
             Entry::Vacant(vacant) => {
                 if let Some(added) = mark {
                     vacant.insert(Entries::One([(id, added)]));
@@ -521,14 +560,21 @@ impl Overlay {
     /// fingerprints counted, then one insertion per fingerprint (a store
     /// reopened with millions of pending fingerprints builds it at open).
     pub fn from_sorted(entries: &[(u64, u64, bool)]) -> Self {
-        let fingerprints = entries.chunk_by(|a, b| a.0 == b.0).count();
-        let mut overlay = Self::with_capacity(fingerprints);
+        let mut overlay = Self::default();
+        if entries.is_empty() {
+            return overlay;
+        }
+        let mut counts = vec![0usize; SHARDS];
+        for run in entries.chunk_by(|a, b| a.0 == b.0) {
+            counts[shard_of(run[0].0)] += 1;
+        }
+        overlay.shards = counts.into_iter().map(map_with_room).collect();
         let mut list = Vec::new();
         for run in entries.chunk_by(|a, b| a.0 == b.0) {
             list.clear();
             list.extend(run.iter().map(|&(_, id, added)| (id, added)));
             if let Some(one) = Entries::new(&list) {
-                overlay.map.insert(run[0].0, one);
+                overlay.shards[shard_of(run[0].0)].insert(run[0].0, one);
                 overlay.entries += list.len();
             }
         }
@@ -540,7 +586,11 @@ impl Overlay {
         use std::collections::hash_map::Entry;
         // One lookup: merges replace millions of fingerprints' entries,
         // each a cache miss in a large map.
-        match (self.map.entry(fp), Entries::new(entries)) {
+        if entries.is_empty() && self.entries == 0 {
+            return;
+        }
+        self.with_shards();
+        match (self.shards[shard_of(fp)].entry(fp), Entries::new(entries)) {
             (Entry::Occupied(mut at), Some(list)) => {
                 self.entries -= at.get().as_slice().len();
                 at.insert(list);
@@ -556,10 +606,16 @@ impl Overlay {
         self.entries += entries.len();
     }
 
-    /// An empty overlay with room for `fingerprints` fingerprints.
+    /// An empty overlay with room for `fingerprints` fingerprints (each
+    /// shard for its share and four standard deviations more).
     pub fn with_capacity(fingerprints: usize) -> Self {
+        if fingerprints == 0 {
+            return Self::default();
+        }
+        let share = fingerprints.div_ceil(SHARDS);
+        let room = share + 4 * share.isqrt() + 1;
         Self {
-            map: HashMap::with_capacity_and_hasher(fingerprints, MixHasher),
+            shards: (0..SHARDS).map(|_| map_with_room(room)).collect(),
             entries: 0,
         }
     }
@@ -570,7 +626,7 @@ impl Overlay {
         if self.entries == 0 {
             return;
         }
-        if let Some(list) = self.map.get(&fp) {
+        if let Some(list) = self.entries(fp) {
             apply(list.as_slice(), ids);
         }
     }
@@ -1002,11 +1058,10 @@ impl Reconcile<'_> {
     /// Fingerprints the overlay is given room for after the merge: a sixth
     /// of level 0. The pairs of the other levels and of pending
     /// fingerprints reach a third of level 0 and more by the next merge
-    /// into it, and a write then grows the map, every entry moved, under
-    /// the state lock (a second at 7M entries). Room for all of them from
-    /// the start costs as much elsewhere: the next merge copies every
-    /// bucket of the map under the state's read lock, and memory peaks
-    /// higher (`bench/RESULTS.md`).
+    /// into it, and writes then grow its maps, a shard at a time (see
+    /// [`Overlay`]). Room for all of them from the start costs elsewhere:
+    /// the next merge copies every bucket under the state's read lock,
+    /// and memory peaks higher (`bench/RESULTS.md`).
     fn overlay_room(&self) -> usize {
         usize::try_from(self.new0.fingerprints() / 6).unwrap_or(usize::MAX)
     }
@@ -1262,6 +1317,91 @@ mod tests {
                 "a shared list kept its own count"
             );
         }
+    }
+
+    #[test]
+    fn a_sharded_overlay_holds_what_one_map_would() {
+        // Random 64-bit fingerprints over every shard, a few of them with
+        // several ids: sets, removals and replacements against an ordered
+        // map, and every way of reading the overlay back.
+        use std::collections::BTreeMap;
+        let mut rng = crate::test_rng::TestRng::new(21);
+        let fps: Vec<u64> = (0..5_000).map(|_| rng.next_u64()).collect();
+        let mut overlay = Overlay::default();
+        let mut oracle: BTreeMap<u64, BTreeMap<u64, bool>> = BTreeMap::new();
+        for step in 0..40_000 {
+            let fp = fps[(rng.next_u64() % fps.len() as u64) as usize];
+            let id = rng.next_u64() % 4;
+            match rng.next_u64() % 10 {
+                0 => {
+                    let list: Vec<(u64, bool)> =
+                        (0..rng.next_u64() % 3).map(|i| (i * 5, i != 1)).collect();
+                    overlay.replace(fp, &list);
+                    oracle.remove(&fp);
+                    if !list.is_empty() {
+                        oracle.insert(fp, list.into_iter().collect());
+                    }
+                }
+                1..=2 => {
+                    overlay.set(fp, id, None);
+                    if let Some(ids) = oracle.get_mut(&fp) {
+                        ids.remove(&id);
+                        if ids.is_empty() {
+                            oracle.remove(&fp);
+                        }
+                    }
+                }
+                _ => {
+                    let added = step % 5 != 0;
+                    overlay.set(fp, id, Some(added));
+                    oracle.entry(fp).or_default().insert(id, added);
+                }
+            }
+        }
+        let want: Vec<(u64, Vec<(u64, bool)>)> = oracle
+            .iter()
+            .map(|(&fp, ids)| (fp, ids.iter().map(|(&i, &a)| (i, a)).collect()))
+            .collect();
+        let sorted: Vec<(u64, Vec<(u64, bool)>)> = overlay
+            .sorted()
+            .into_iter()
+            .map(|(fp, e)| (fp, e.as_slice().to_vec()))
+            .collect();
+        assert_eq!(sorted, want);
+        let mut iterated: Vec<(u64, Vec<(u64, bool)>)> =
+            overlay.iter().map(|(fp, e)| (fp, e.to_vec())).collect();
+        iterated.sort_unstable();
+        assert_eq!(iterated, want);
+        let mut listed: Vec<u64> = overlay.fingerprints().collect();
+        listed.sort_unstable();
+        assert_eq!(listed, oracle.keys().copied().collect::<Vec<_>>());
+        assert_eq!(
+            overlay.len(),
+            oracle.values().map(BTreeMap::len).sum::<usize>()
+        );
+        for &fp in &fps {
+            let want: Vec<(u64, bool)> = oracle
+                .get(&fp)
+                .map(|ids| ids.iter().map(|(&i, &a)| (i, a)).collect())
+                .unwrap_or_default();
+            assert_eq!(overlay.get(fp), &want[..], "{fp:x}");
+        }
+        let used = overlay.shards.iter().filter(|m| !m.is_empty()).count();
+        assert!(used > SHARDS / 2, "{used} shards used");
+    }
+
+    #[test]
+    fn an_overlay_given_room_holds_that_many_without_growing() {
+        let mut rng = crate::test_rng::TestRng::new(22);
+        let n = 200_000;
+        let mut overlay = Overlay::with_capacity(n);
+        let before: Vec<usize> = overlay.shards.iter().map(HashMap::capacity).collect();
+        for id in 0..n as u64 {
+            overlay.set(rng.next_u64(), id, Some(true));
+        }
+        let after: Vec<usize> = overlay.shards.iter().map(HashMap::capacity).collect();
+        assert_eq!(before, after);
+        assert_eq!(overlay.len(), n);
     }
 
     #[test]
