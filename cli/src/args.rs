@@ -127,7 +127,8 @@ pub enum Command {
         /// Report at most one match per query, stopping at the first found.
         #[arg(long)]
         first: bool,
-        /// Read all input first and answer through the batch path.
+        /// Read all input first and answer through the batch path (not with
+        /// --first).
         #[arg(long, conflicts_with = "first")]
         batch: bool,
         /// Print at most N ids a match (its smallest), and how many it has

@@ -125,6 +125,47 @@ impl Pending {
         }
     }
 
+    /// What [`insert_many`](Self::insert_many) of `fps` (distinct, none
+    /// pending) would make of this set, computed from a shared reference:
+    /// a writer merges the runs (tens of milliseconds at millions pending)
+    /// under the state's read lock, with queries going on, and installs
+    /// them with [`apply_insert`](Self::apply_insert) under the write
+    /// lock. `None` while removals are set aside (they may meet `fps`).
+    pub fn prepare_insert(&self, plan: &Plan, fps: &[u64]) -> Option<PreparedInsert> {
+        if self.removed.iter().any(|r| !r.is_empty()) {
+            return None;
+        }
+        let per_table = self
+            .per_table
+            .iter()
+            .zip(plan.tables())
+            .map(|(runs, spec)| runs.pushed(permuted_sorted(spec, fps)))
+            .collect();
+        Some(PreparedInsert { per_table })
+    }
+
+    /// Installs `prepared` (see [`prepare_insert`](Self::prepare_insert)),
+    /// which must come from this set with no change since; returns `false`,
+    /// changing nothing, when the runs it replaces are no longer the last
+    /// ones or removals were set aside since (then
+    /// [`insert_many`](Self::insert_many) is the way).
+    pub fn apply_insert(&mut self, prepared: PreparedInsert) -> bool {
+        let unchanged = self.per_table.len() == prepared.per_table.len()
+            && self.removed.iter().all(HashSet::is_empty)
+            && self
+                .per_table
+                .iter()
+                .zip(&prepared.per_table)
+                .all(|(runs, p)| p.still_fits(runs));
+        if !unchanged {
+            return false;
+        }
+        for (runs, p) in self.per_table.iter_mut().zip(prepared.per_table) {
+            runs.install(p);
+        }
+        true
+    }
+
     /// Removes a pending fingerprint: set aside, and skipped by every
     /// read until the runs are filtered (once the set-aside ones are an
     /// eighth of the set, or [`REMOVED_FOLD_MIN`]).
@@ -289,6 +330,34 @@ fn permuted_sorted(spec: &crate::plan::TableSpec, fps: &[u64]) -> Vec<u64> {
     super::sort::permuted_sorted(fps, &spec.permutation)
 }
 
+/// A batch of fingerprints made into the pending set's new runs outside
+/// its lock (see [`Pending::prepare_insert`]).
+#[derive(Debug)]
+pub struct PreparedInsert {
+    per_table: Vec<Pushed>,
+}
+
+/// One table's runs after a push: the first `kept` runs, then `last`
+/// (none when nothing was pushed), merged from the runs after them
+/// (`merged`, held so that a change to one of them copies it).
+#[derive(Debug)]
+struct Pushed {
+    kept: usize,
+    merged: Vec<Arc<Run>>,
+    last: Option<Arc<Run>>,
+}
+
+impl Pushed {
+    /// Whether `runs` still end with the runs this push merged, unchanged.
+    fn still_fits(&self, runs: &Runs) -> bool {
+        runs.runs.len() == self.kept + self.merged.len()
+            && runs.runs[self.kept..]
+                .iter()
+                .zip(&self.merged)
+                .all(|(a, b)| Arc::ptr_eq(a, b))
+    }
+}
+
 /// One table's pending values: sorted runs, each at least twice as long
 /// as the next. Runs are shared between clones (a copy of the set costs
 /// a pointer a run; a run is copied when a shared one changes).
@@ -306,18 +375,43 @@ impl Runs {
     /// two runs while the last is at least half as long as the one
     /// before it.
     fn push(&mut self, values: Vec<u64>) {
+        let pushed = self.pushed(values);
+        self.install(pushed);
+    }
+
+    /// What [`push`](Self::push) of `values` makes: the runs kept and the
+    /// new last one, merged from `values` and the runs after those kept.
+    fn pushed(&self, values: Vec<u64>) -> Pushed {
+        let mut kept = self.runs.len();
         if values.is_empty() {
-            return;
+            return Pushed {
+                kept,
+                merged: Vec::new(),
+                last: None,
+            };
         }
         let mut last = values;
-        while let Some(before) = self.runs.last() {
+        while let Some(before) = kept.checked_sub(1).map(|i| &self.runs[i]) {
             if before.values.len() > 2 * last.len() {
                 break;
             }
-            let before = self.runs.pop().unwrap_or_default();
             last = merged(&before.values, &last);
+            kept -= 1;
         }
-        self.runs.push(Arc::new(Run::new(last)));
+        Pushed {
+            kept,
+            merged: self.runs[kept..].to_vec(),
+            last: Some(Arc::new(Run::new(last))),
+        }
+    }
+
+    /// Makes `pushed` (from [`pushed`](Self::pushed) of these runs) the
+    /// runs.
+    fn install(&mut self, pushed: Pushed) {
+        if let Some(last) = pushed.last {
+            self.runs.truncate(pushed.kept);
+            self.runs.push(last);
+        }
     }
 
     /// Keeps the values `keep` accepts.
@@ -571,6 +665,53 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn batches_prepared_outside_the_set_match_inserts_made_in_it() {
+        let plan = Plan::new(3, 5).unwrap();
+        let mut rng = crate::test_rng::TestRng::new(4);
+        let (mut direct, mut prepared) = (
+            Pending::new(plan.tables().len()),
+            Pending::new(plan.tables().len()),
+        );
+        let mut all = Vec::new();
+        for size in [10, 5000, 100, 3000, 20_000, 0, 63, 64, 1, 1, 1, 40_000] {
+            let batch: Vec<u64> = (0..size).map(|_| rng.next_u64()).collect();
+            direct.insert_many(&plan, &batch);
+            let made = prepared.prepare_insert(&plan, &batch).unwrap();
+            assert!(prepared.apply_insert(made));
+            all.extend_from_slice(&batch);
+            check(&plan, &prepared, &all);
+            for (a, b) in direct.per_table.iter().zip(&prepared.per_table) {
+                let lens = |r: &Runs| r.runs.iter().map(|r| r.values.len()).collect::<Vec<_>>();
+                assert_eq!(lens(a), lens(b));
+            }
+        }
+        // Made from a set changed since: refused, the set unchanged.
+        let batch: Vec<u64> = (0..700).map(|_| rng.next_u64()).collect();
+        let stale = prepared.prepare_insert(&plan, &batch).unwrap();
+        let other: Vec<u64> = (0..700).map(|_| rng.next_u64()).collect();
+        prepared.insert_many(&plan, &other);
+        all.extend_from_slice(&other);
+        assert!(!prepared.apply_insert(stale));
+        check(&plan, &prepared, &all);
+        // A run merged by the batch filtered in place since: refused.
+        let stale = prepared.prepare_insert(&plan, &batch).unwrap();
+        let gone: Vec<u64> = {
+            let mut v = other[..10].to_vec();
+            v.sort_unstable();
+            v
+        };
+        prepared.remove_sorted(&plan, &gone);
+        all.retain(|x| gone.binary_search(x).is_err());
+        assert!(!prepared.apply_insert(stale));
+        check(&plan, &prepared, &all);
+        // Removals set aside: not prepared at all.
+        prepared.remove(&plan, all[0]);
+        all.swap_remove(0);
+        assert!(prepared.prepare_insert(&plan, &batch).is_none());
+        check(&plan, &prepared, &all);
     }
 
     #[test]

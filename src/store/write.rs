@@ -649,16 +649,30 @@ fn commit_group(shared: &Shared, group: &[Arc<Request>]) -> Result<Vec<Vec<bool>
     }
     written?;
 
+    // The pending set's new runs, merged under the read lock (queries go
+    // on; the commit lock keeps the set as it is) unless the group also
+    // takes fingerprints out of it.
+    let new_pending: Vec<u64> = staged
+        .fps
+        .iter()
+        .filter(|(_, (before, after))| after.pending && !before.pending)
+        .map(|(&fp, _)| fp)
+        .collect();
+    let leaving = staged
+        .fps
+        .values()
+        .any(|(before, after)| before.pending && !after.pending);
+    let prepared = if leaving || new_pending.is_empty() {
+        None
+    } else {
+        let state = shared.state.read();
+        state.pending.prepare_insert(&shared.plan, &new_pending)
+    };
     let mut state = shared.state.write();
     shared.locks.record(staged.fps.keys().copied());
-    let mut new_pending = Vec::new();
     for (&fp, (before, after)) in &staged.fps {
-        if before.pending != after.pending {
-            if after.pending {
-                new_pending.push(fp);
-            } else {
-                state.pending.remove(&shared.plan, fp);
-            }
+        if before.pending && !after.pending {
+            state.pending.remove(&shared.plan, fp);
         }
         if before.tombstoned != after.tombstoned {
             if after.tombstoned {
@@ -668,7 +682,9 @@ fn commit_group(shared: &Shared, group: &[Arc<Request>]) -> Result<Vec<Vec<bool>
             }
         }
     }
-    state.pending.insert_many(&shared.plan, &new_pending);
+    if !prepared.is_some_and(|p| state.pending.apply_insert(p)) {
+        state.pending.insert_many(&shared.plan, &new_pending);
+    }
     // In (fingerprint, id) order: a fingerprint's few changes set one by
     // one (a search each, and no move when its new ids come last, as
     // document ids in crawl order do: a group adding one id to a list of
