@@ -182,6 +182,9 @@ struct Snapshot {
     elapsed: f64,
     /// Queries answered so far.
     queries: u64,
+    /// The longest a query took since the snapshot before, in
+    /// nanoseconds (0 when none was answered).
+    slowest_query: u64,
     /// Bytes the process has caused to be written to storage
     /// (`/proc/self/io` `write_bytes`), when readable.
     written: Option<u64>,
@@ -213,6 +216,8 @@ struct Shared<'a> {
     writing: AtomicBool,
     /// Queries answered.
     queries: AtomicU64,
+    /// The longest a query took since the last snapshot, in nanoseconds.
+    slowest_query: AtomicU64,
     /// Queries whose answer lacked the stored pair they were made from.
     failures: AtomicU64,
     /// The first [`FAILURES_SHOWN`] failed checks, described.
@@ -274,6 +279,7 @@ impl Shared<'_> {
                     pairs: after,
                     elapsed,
                     queries,
+                    slowest_query: self.slowest_query.swap(0, Ordering::Relaxed),
                     written: proc_field("/proc/self/io", "write_bytes:", 1),
                     rss: proc_field("/proc/self/status", "VmRSS:", 1024),
                     stats: self.store.stats(),
@@ -303,15 +309,13 @@ impl Shared<'_> {
                 })
                 .flatten();
             let Some(i) = stored else {
-                self.store.query(rng.next_u64(), self.k)?;
-                self.queries.fetch_add(1, Ordering::Relaxed);
+                self.timed_query(rng.next_u64())?;
                 continue;
             };
             let fingerprint = self.data.fingerprint(i);
             let bits = rng.below(u64::from(flips) + 1) as u32;
             let q = rng.flip(fingerprint, bits);
-            let answer = self.store.query(q, self.k)?;
-            self.queries.fetch_add(1, Ordering::Relaxed);
+            let answer = self.timed_query(q)?;
             if !answer
                 .iter()
                 .any(|m| m.fingerprint == fingerprint && m.ids.contains(&i))
@@ -334,6 +338,16 @@ impl Shared<'_> {
             }
         }
         Ok(())
+    }
+
+    /// The store's answer to `q`, counted and timed.
+    fn timed_query(&self, q: u64) -> simstore::Result<Vec<simstore::Match>> {
+        let asked = Instant::now();
+        let answer = self.store.query(q, self.k)?;
+        let took = u64::try_from(asked.elapsed().as_nanos()).unwrap_or(u64::MAX);
+        self.slowest_query.fetch_max(took, Ordering::Relaxed);
+        self.queries.fetch_add(1, Ordering::Relaxed);
+        Ok(answer)
     }
 }
 
@@ -403,6 +417,13 @@ impl Row<'_> {
             ("fingerprints", s.stats.fingerprints.to_string()),
             ("ingest_per_s", format!("{:.0}", self.ingest)),
             ("queries_per_s", format!("{:.0}", self.query)),
+            (
+                "slowest_query_ms",
+                match s.slowest_query {
+                    0 => "-".to_string(),
+                    ns => format!("{:.2}", ns as f64 / 1e6),
+                },
+            ),
             ("written_per_pair", opt(self.written_per_pair, 1)),
             ("written_per_stored_byte", opt(self.written_per_stored, 2)),
         ];
@@ -470,6 +491,7 @@ pub fn run(config: &Config, out: &mut impl Write) -> Result<(), Failure> {
         acknowledged: Acknowledged::new(config.size),
         writing: AtomicBool::new(true),
         queries: AtomicU64::new(0),
+        slowest_query: AtomicU64::new(0),
         failures: AtomicU64::new(0),
         shown: Mutex::new(Vec::new()),
         snapshots: Mutex::new(Vec::with_capacity(10)),

@@ -111,7 +111,7 @@ fn grow_reports_ten_tenths_and_a_chart_in_both_modes() {
         let column = |name: &str| header.iter().position(|&h| h == name).unwrap();
         let rows: Vec<Vec<&str>> = lines.map(|l| l.split(',').collect()).collect();
         assert_eq!(rows.len(), 10, "{mode}: {csv}");
-        let mut querying = 0;
+        let (mut querying, mut timed) = (0, 0);
         for (i, row) in rows.iter().enumerate() {
             assert_eq!(row.len(), header.len(), "{mode}: {csv}");
             assert_eq!(row[column("tenth")], (i + 1).to_string(), "{mode}: {csv}");
@@ -120,11 +120,18 @@ fn grow_reports_ten_tenths_and_a_chart_in_both_modes() {
             let queries: f64 = row[column("queries_per_s")].parse().unwrap();
             assert!(queries >= 0.0, "{mode}: {csv}");
             querying += usize::from(queries > 0.0);
+            // The longest query of a tenth that answered any.
+            let slowest = row[column("slowest_query_ms")];
+            if slowest != "-" {
+                assert!(slowest.parse::<f64>().unwrap() > 0.0, "{mode}: {csv}");
+                timed += 1;
+            }
         }
         // A tenth of 20K pairs lasts tens of milliseconds: on a loaded
         // machine the one query thread, among 64 writers, may get no
         // processor time in one of them.
         assert!(querying >= 5, "{mode}: {csv}");
+        assert!(timed >= 5, "{mode}: {csv}");
         assert_eq!(rows[9][column("pairs")], "20000", "{mode}: {csv}");
 
         let svg = std::fs::read_to_string(&svg).unwrap();
