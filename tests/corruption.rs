@@ -86,6 +86,30 @@ fn probe(dir: &Path, model: &Model, queries: &[u64]) -> Result<Outcome, String> 
             Err(e) => return Err(format!("unexpected error kind at query: {e:?}")),
         }
     }
+    // The export gives the model exactly, or a typed error.
+    let mut exported = Vec::new();
+    match store.export(|fp, ids| {
+        exported.push((fp, ids.to_vec()));
+        true
+    }) {
+        Ok(_) => {
+            let want: Vec<(u64, Vec<u64>)> = model
+                .fps
+                .iter()
+                .map(|(&f, ids)| (f, ids.iter().copied().collect()))
+                .collect();
+            if exported != want {
+                return Err(format!(
+                    "wrong export (verify: {:?}): {} fingerprints against {}",
+                    verify.problems,
+                    exported.len(),
+                    want.len()
+                ));
+            }
+        }
+        Err(Error::Corrupt { .. } | Error::Storage { .. }) => detected = true,
+        Err(e) => return Err(format!("unexpected error kind at export: {e:?}")),
+    }
     Ok(if detected {
         Outcome::Detected
     } else {

@@ -183,6 +183,15 @@ pub enum Command {
         #[command(flatten)]
         open: OpenArgs,
     },
+    /// Print every stored pair as a line `FP ID` (`FP` alone for a
+    /// fingerprint stored without ids), in increasing order: the input
+    /// `add` rebuilds the store from, into a new store of any plan
+    Dump {
+        /// Store directory.
+        dir: PathBuf,
+        #[command(flatten)]
+        open: OpenArgs,
+    },
     /// Fingerprint documents: prints `FP<TAB>name` per document (per record
     /// with --jsonl). Without FILES, standard input is one document.
     Hash {

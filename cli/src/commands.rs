@@ -16,8 +16,9 @@ enum Purpose {
     /// Writes and exits (`add`, `delete`): the background compactor runs;
     /// the tables stay on disk unless `--memory-budget` says otherwise.
     Write,
-    /// Merges and exits (`compact`): no background compactor; tables on
-    /// disk unless `--memory-budget` says otherwise.
+    /// Merges, or reads everything once, and exits (`compact`, `dump`):
+    /// no background compactor; tables on disk unless `--memory-budget`
+    /// says otherwise.
     Compact,
     /// Answers queries or reports (`query`, `stats`, `verify`): no
     /// background compactor (a query never starts a merge it would then
@@ -193,6 +194,30 @@ pub fn compact(dir: &Path, args: &OpenArgs) -> Result<(), Failure> {
 pub fn stats(dir: &Path, args: &OpenArgs) -> Result<(), Failure> {
     let store = open(dir, Durability::Sync, Purpose::Read, args)?;
     writeln!(io::stdout().lock(), "{}", json::stats(&store.stats()))?;
+    Ok(())
+}
+
+/// `dump`: prints every stored pair as `add` reads it, in increasing
+/// order. Opened as `compact` is (no background merges, tables read from
+/// disk unless `--memory-budget` says otherwise): each block is read once.
+pub fn dump(dir: &Path, args: &OpenArgs) -> Result<(), Failure> {
+    let store = open(dir, Durability::Sync, Purpose::Compact, args)?;
+    let mut out = io::BufWriter::with_capacity(1 << 16, io::stdout().lock());
+    let mut failed = None;
+    store.export(|fp, ids| {
+        let written = if ids.is_empty() {
+            writeln!(out, "{fp:016x}")
+        } else {
+            ids.iter()
+                .try_for_each(|id| writeln!(out, "{fp:016x} {id}"))
+        };
+        failed = written.err();
+        failed.is_none()
+    })?;
+    if let Some(e) = failed {
+        return Err(e.into());
+    }
+    out.flush()?;
     Ok(())
 }
 

@@ -29,7 +29,7 @@ Exit codes:
      for hash, some documents were skipped (each with a warning; the rest were processed)
   4  store cannot be opened or created as asked (not a store, already exists,
      locked by another process, options contradicting the store, unsupported version)
-  5  corruption detected (a query hit a corrupt block, or verify found problems)
+  5  corruption detected (a query or dump hit a corrupt block, or verify found problems)
   6  query distance larger than the store's maximum distance";
 
 /// The exit code for a library error.

@@ -141,6 +141,7 @@ fn dispatch(command: Command) -> Result<(), Failure> {
         Command::Compact { dir, open } => commands::compact(&dir, &open),
         Command::Stats { dir, open } => commands::stats(&dir, &open),
         Command::Verify { dir, open } => commands::verify(&dir, &open),
+        Command::Dump { dir, open } => commands::dump(&dir, &open),
         Command::Demo { size, queries } => demo::run(size, queries, &mut io::stdout().lock()),
         Command::Hash {
             files,

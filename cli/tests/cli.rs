@@ -690,3 +690,91 @@ fn max_ids_limits_the_ids_printed_in_every_mode() {
         Some(2)
     );
 }
+
+/// `dump` prints every stored pair as `add` reads it, in order; fed to
+/// `add` it rebuilds the store into one of another plan (one table here)
+/// that dumps and answers the same; a reader closing early ends it
+/// quietly, and a directory that is no store is an error that changes
+/// nothing.
+#[test]
+fn dump_rebuilds_the_store_into_another_plan() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (a, b) = (tmp.path().join("a"), tmp.path().join("b"));
+    let (a, b) = (dir_str(&a), dir_str(&b));
+    ok(&["create", a, "--expected-size", "20000"], "");
+    let mut rng = Rng(41);
+    let mut model = Model::default();
+    let mut lines = String::new();
+    let data = common::clustered(4000, &mut rng);
+    for (i, &fp) in data.iter().enumerate() {
+        if i % 13 == 0 {
+            lines.push_str(&format!("{fp:016x}\n"));
+            model.insert(fp, None);
+        } else {
+            let id = rng.below(1 << 40);
+            lines.push_str(&format!("{fp:016x} {id}\n"));
+            model.insert(fp, Some(id));
+        }
+    }
+    // Several ids on one fingerprint.
+    for id in [5u64, 3, 900] {
+        lines.push_str(&format!("{:016x} {id}\n", data[1]));
+        model.insert(data[1], Some(id));
+    }
+    ok(&["add", a, "--merge-threshold", "500"], &lines);
+    let mut deletes = String::new();
+    for &fp in data.iter().step_by(29) {
+        deletes.push_str(&format!("{fp:016x}\n"));
+        model.delete_fingerprint(fp);
+    }
+    ok(&["delete", a], &deletes);
+    let mut want = String::new();
+    for (fp, ids) in &model.fps {
+        if ids.is_empty() {
+            want.push_str(&format!("{fp:016x}\n"));
+        }
+        for id in ids {
+            want.push_str(&format!("{fp:016x} {id}\n"));
+        }
+    }
+    let dumped = ok(&["dump", a], "");
+    assert_eq!(dumped, want);
+    assert_eq!(ok(&["dump", a, "--memory-budget", "0"], ""), want);
+
+    ok(
+        &["create", b, "--tables", "1", "--expected-size", "20000"],
+        "",
+    );
+    ok(&["add", b], &dumped);
+    assert_eq!(ok(&["dump", b], ""), want);
+    let queries: String = common::queries(&data, 200, &mut rng)
+        .iter()
+        .map(|q| format!("{q:016x}\n"))
+        .collect();
+    assert_eq!(ok(&["query", a], &queries), ok(&["query", b], &queries));
+
+    // A reader that stops early: exit 0, nothing on stderr.
+    let mut child = bin()
+        .args(["dump", a])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut first = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut first)
+        .unwrap();
+    assert_eq!(first, want.lines().next().unwrap().to_string() + "\n");
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    assert!(
+        out.stderr.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+
+    let plain = tmp.path().join("plain");
+    std::fs::create_dir(&plain).unwrap();
+    assert_eq!(run(&["dump", dir_str(&plain)], "").status.code(), Some(4));
+    assert_eq!(std::fs::read_dir(&plain).unwrap().count(), 0);
+}

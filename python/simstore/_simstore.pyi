@@ -200,6 +200,12 @@ class Store:
         several tables answer exactly. ``max_ids`` as for ``query``."""
     def ids(self, fingerprint: UInt64) -> list[int]:
         """The ids stored with ``fingerprint``, increasing."""
+    def export(self) -> tuple[npt.NDArray[np.uint64], npt.NDArray[np.uint64]]:
+        """Every stored pair as ``(fingerprints, ids)``, one row per pair,
+        increasing by fingerprint then id; a fingerprint stored without an
+        id has one row with id ``NO_ID``. Writes wait while it runs. To
+        rebuild into a store of other options: ``new.insert_many(f[i !=
+        NO_ID], i[i != NO_ID])`` and ``new.insert_many(f[i == NO_ID])``."""
     def compact(self) -> dict[str, int]:
         """Merges everything pending into the largest level and drops what
         was deleted; returns ``merged``, ``removed``, ``blocks_replaced``,

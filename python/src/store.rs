@@ -598,6 +598,26 @@ impl PyStore {
         self.with(py, |s| s.ids(fp))
     }
 
+    /// Every stored pair as two numpy arrays, `(fingerprints, ids)`, one
+    /// row per pair, increasing by fingerprint then id; a fingerprint
+    /// stored without an id has one row with id [`NO_ID`].
+    fn export<'py>(&self, py: Python<'py>) -> PyResult<(Column<'py>, Column<'py>)> {
+        let (fps, ids) = self.with(py, |s| {
+            let (mut fps, mut ids) = (Vec::new(), Vec::new());
+            s.export(|fp, stored| {
+                if stored.is_empty() {
+                    fps.push(fp);
+                    ids.push(NO_ID);
+                }
+                fps.extend(std::iter::repeat_n(fp, stored.len()));
+                ids.extend_from_slice(stored);
+                true
+            })?;
+            Ok((fps, ids))
+        })?;
+        Ok((fps.into_pyarray(py), ids.into_pyarray(py)))
+    }
+
     /// Merges everything pending and drops what was deleted; returns what
     /// it did as a dict.
     fn compact<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
@@ -720,6 +740,9 @@ impl PyStore {
         format!("Store({:?}{state})", self.path.display().to_string())
     }
 }
+
+/// A numpy array of `u64`, one column of a result.
+type Column<'py> = Bound<'py, PyArray1<u64>>;
 
 /// Batch answers as columns, one row per (match, id); a fingerprint stored
 /// without an id has one row with id [`NO_ID`].

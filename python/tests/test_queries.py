@@ -43,6 +43,14 @@ def check(store: simstore.Store, oracle: Oracle, queries: np.ndarray, k: int) ->
             continue
         f, d, ids = found[q]
         assert (f, d, [i for i in ids if i != simstore.NO_ID]) in want
+    # Everything stored, in order.
+    fps, ids = store.export()
+    assert fps.dtype == np.uint64 and ids.dtype == np.uint64
+    want_rows = []
+    for f in sorted(oracle.pairs):
+        stored = oracle.ids(f)
+        want_rows += [(f, i) for i in stored] if stored else [(f, simstore.NO_ID)]
+    assert list(zip(fps.tolist(), ids.tolist())) == want_rows
 
 
 def workload(rng, n: int, clustered: bool):
@@ -194,3 +202,21 @@ def test_max_ids_lists_the_smallest_and_counts_all(path, rng):
         for bad in (0, -1):
             with pytest.raises(simstore.InvalidArgumentError):
                 store.query(hot, 0, max_ids=bad)
+
+
+def test_export_rebuilds_a_store_with_other_options(path, tmp_path, rng):
+    fps = clustered_fps(rng, 5000)
+    with simstore.Store.create(path, merge_threshold=512) as store:
+        store.insert_many(fps[:4000], np.arange(4000, dtype=np.uint64))
+        for j, f in enumerate(fps[4000:]):
+            store.insert(int(f), 10**6 + j)
+        store.insert_many(random_fps(rng, 30))
+        store.delete_many(fps[:100])
+        f, i = store.export()
+    assert len(f) == len(i) and np.all(f[:-1] <= f[1:])
+    with simstore.Store.create(tmp_path / "one", tables=1, expected_size=10_000) as one:
+        one.insert_many(f[i != simstore.NO_ID], i[i != simstore.NO_ID])
+        one.insert_many(f[i == simstore.NO_ID])
+        g, j = one.export()
+        assert g.tolist() == f.tolist() and j.tolist() == i.tolist()
+        assert len(one) == len(np.unique(f))

@@ -7,6 +7,7 @@ mod bulk;
 mod compact;
 mod compactor;
 mod entry;
+mod export;
 mod files;
 mod filters;
 mod flats;
@@ -587,6 +588,41 @@ impl Store {
     ) -> Result<Vec<Vec<Match>>> {
         let listing = Listing::at_most(max_ids);
         query::query_probabilistic(&self.shared, queries, k, budget, first, listing)
+    }
+
+    /// Calls `visit` with every stored fingerprint and its ids (increasing;
+    /// none for a fingerprint inserted without one), in increasing order
+    /// of fingerprint, until `visit` returns `false`; returns how many
+    /// fingerprints it was given. What `simstore dump` prints: the `add`
+    /// input that rebuilds the store, for instance into a store of
+    /// another plan once this one has outgrown its expected size.
+    ///
+    /// The view is one moment's: writes and merges of this store wait
+    /// until it returns, and so do queries once a write waits (about 1 s
+    /// for 10M fingerprints held in memory, more when the tables are read
+    /// from disk). Corruption found on the way is returned as an error.
+    ///
+    /// ```
+    /// # fn main() -> simstore::Result<()> {
+    /// use simstore::{Options, Store};
+    /// let dir = tempfile::tempdir().unwrap();
+    /// let store = Store::create(dir.path(), &Options::new().expected_size(1000))?;
+    /// store.insert(0x00ff, 7)?;
+    /// store.insert(0x00ff, 3)?;
+    /// store.insert_fingerprint(0x0001)?;
+    /// let mut all = Vec::new();
+    /// let n = store.export(|fp, ids| {
+    ///     all.push((fp, ids.to_vec()));
+    ///     true
+    /// })?;
+    /// assert_eq!(n, 2);
+    /// assert_eq!(all, vec![(0x0001, vec![]), (0x00ff, vec![3, 7])]);
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn export(&self, visit: impl FnMut(u64, &[u64]) -> bool) -> Result<u64> {
+        let state = self.shared.readable_state()?;
+        export::export(&self.shared.plan, &state, visit)
     }
 
     /// The ids stored for a fingerprint, increasing.

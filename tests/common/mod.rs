@@ -178,6 +178,25 @@ pub fn check_store(store: &simstore::Store, model: &Model, queries: &[u64]) {
         "fingerprint count"
     );
     assert_eq!(stats.ids, model.ids(), "id count");
+    check_export(store, model);
+}
+
+/// Checks that [`simstore::Store::export`] gives exactly the model, in
+/// order.
+pub fn check_export(store: &simstore::Store, model: &Model) {
+    let mut got = Vec::with_capacity(model.fps.len());
+    let given = store
+        .export(|fp, ids| {
+            got.push((fp, ids.to_vec()));
+            true
+        })
+        .unwrap();
+    assert_eq!(given, got.len() as u64);
+    assert_eq!(got.len(), model.fps.len(), "fingerprints exported");
+    for ((fp, ids), (&f, want)) in got.iter().zip(&model.fps) {
+        assert_eq!(*fp, f, "exported fingerprint");
+        assert!(ids.iter().eq(want.iter()), "ids exported for {f:016x}");
+    }
 }
 
 /// Runs the program `bin` with `args`, feeding `stdin`.
