@@ -132,7 +132,7 @@ impl Pending {
     /// them with [`apply_insert`](Self::apply_insert) under the write
     /// lock. `None` while removals are set aside (they may meet `fps`).
     pub fn prepare_insert(&self, plan: &Plan, fps: &[u64]) -> Option<PreparedInsert> {
-        if self.removed.iter().any(|r| !r.is_empty()) {
+        if self.removals_aside() {
             return None;
         }
         let per_table = self
@@ -151,7 +151,7 @@ impl Pending {
     /// [`insert_many`](Self::insert_many) is the way).
     pub fn apply_insert(&mut self, prepared: PreparedInsert) -> bool {
         let unchanged = self.per_table.len() == prepared.per_table.len()
-            && self.removed.iter().all(HashSet::is_empty)
+            && !self.removals_aside()
             && self
                 .per_table
                 .iter()
@@ -164,6 +164,12 @@ impl Pending {
             runs.install(p);
         }
         true
+    }
+
+    /// Whether fingerprints removed one at a time are set aside, still in
+    /// the runs.
+    fn removals_aside(&self) -> bool {
+        self.removed.iter().any(|r| !r.is_empty())
     }
 
     /// Removes a pending fingerprint: set aside, and skipped by every
