@@ -146,11 +146,11 @@ fn newer_format_version_is_refused() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("s");
     drop(Store::create(&path, &Options::new()).unwrap());
-    std::fs::write(path.join("SIMSTORE"), "simstore store\nformat 7\n").unwrap();
+    std::fs::write(path.join("SIMSTORE"), "simstore store\nformat 8\n").unwrap();
     match Store::open(&path, &Options::new()) {
         Err(Error::UnsupportedVersion {
-            found: 7,
-            supported: 6,
+            found: 8,
+            supported: 7,
             ..
         }) => {}
         other => panic!("expected UnsupportedVersion, got {other:?}"),

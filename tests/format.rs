@@ -280,7 +280,7 @@ fn copy_tree(from: &std::path::Path, to: &std::path::Path) {
 
 /// The store written by the release of format 5 (`make-format-5.sh`),
 /// whose 120 pending fingerprints each have a `pending` key: it answers
-/// as that release did, is upgraded to format 6 and answers the same
+/// as that release did, is upgraded to format 7 and answers the same
 /// after a reopen and a compaction. Fingerprints inserted with ids after
 /// the upgrade are pending by their pairs alone (no `pending` key), and
 /// stay pending, ids and all, across reopens, beside the release's.
@@ -325,19 +325,101 @@ fn format_5_stores_of_the_last_release_open_as_written() {
     }
 }
 
-/// Checks that the closed store at `path` says format 6 in its marker and
+/// Counts the keys of each `ids` family of the closed store at `path`.
+fn ids_keys(path: &std::path::Path) -> [usize; 2] {
+    let db = raw_db(path);
+    ["ids", "ids-alt"].map(|name| {
+        let family = db.cf_handle(name).unwrap();
+        db.iterator_cf(family, rocksdb::IteratorMode::Start).count()
+    })
+}
+
+/// The store written by the release of format 6 (`make-format-6.sh`),
+/// with one `ids` family holding the pending fingerprints' pairs and the
+/// ids added to and removed from fingerprints in the tables: it answers
+/// as that release did, is upgraded to format 7 with its pairs where they
+/// were and the second family empty, and answers the same after a reopen
+/// and a compaction. Then, upgraded again from the fixture, it takes
+/// writes while merges into level 0 run (writers switched to the second
+/// family), and answers every query as a model of its content says,
+/// across reopens.
+#[test]
+fn format_6_stores_of_the_last_release_open_as_written() {
+    use simstore::{Options, Store};
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("s");
+    let (queries, want) = fixture("format-6", &path);
+    drop(opened_as_written(&path, &queries, &want));
+    drop(upgraded(&path));
+    let [first, second] = ids_keys(&path);
+    assert!((120..=140).contains(&first), "{first} pairs in ids");
+    assert_eq!(second, 0);
+    reopened_and_compacted(&path, &queries, &want);
+
+    // An upgrade that stopped after adding the family, before the
+    // manifest: opened again, it is finished.
+    let path = dir.path().join("i");
+    fixture("format-6", &path);
+    {
+        let mut db = raw_db(&path);
+        db.create_cf("ids-alt", &rocksdb::Options::default())
+            .unwrap();
+    }
+    drop(opened_as_written(&path, &queries, &want));
+    drop(upgraded(&path));
+
+    let path = dir.path().join("w");
+    fixture("format-6", &path);
+    let options = Options::new().merge_threshold(64);
+    let store = Store::open(&path, &options).unwrap();
+    let fresh: Vec<(u64, u64)> = (1..=3000u64)
+        .map(|i| (0x9e37_79b9_7f4a_7c15u64.wrapping_mul(i), 20_000 + i))
+        .collect();
+    for chunk in fresh.chunks(25) {
+        store.insert_many(chunk).unwrap();
+    }
+    let report = store.verify().unwrap();
+    assert!(report.ok(), "{:?}", report.problems);
+    assert_eq!(store.stats().ids, 2766 + 3000);
+    drop(store);
+    for round in 0..2 {
+        let store = Store::open(&path, &Options::new().warm(round == 0)).unwrap();
+        for &(fp, id) in fresh.iter().step_by(7) {
+            let found = store.query(fp, 0).unwrap();
+            assert_eq!(found.len(), 1, "{fp:016x}");
+            assert_eq!(found[0].ids, vec![id]);
+        }
+        // The fixture's fingerprints answer as the release did, except
+        // where a fresh fingerprint is near a query.
+        let lines = answer_lines(&store, &queries);
+        let fresh_fps: std::collections::HashSet<String> =
+            fresh.iter().map(|&(fp, _)| format!("{fp:016x}")).collect();
+        let old: Vec<String> = lines
+            .into_iter()
+            .filter(|l| !fresh_fps.contains(l.split(' ').nth(1).unwrap()))
+            .collect();
+        assert_eq!(old, want);
+        let report = store.verify().unwrap();
+        assert!(report.ok(), "{:?}", report.problems);
+        store.compact().unwrap();
+    }
+    assert_eq!(ids_keys(&path), [0, 0], "compacted with no write beside it");
+}
+
+/// Checks that the closed store at `path` says format 7 in its marker and
 /// manifest, without sketches, with six levels of tables, each with its
-/// families and index records (the upgrades run one after the other);
-/// returns its database.
+/// families and index records, and both `ids` families (the upgrades run
+/// one after the other); returns its database.
 fn upgraded(path: &std::path::Path) -> rocksdb::DB {
     use simstore::format::manifest::Manifest;
     assert_eq!(
         std::fs::read_to_string(path.join("SIMSTORE")).unwrap(),
-        "simstore store\nformat 6\n"
+        "simstore store\nformat 7\n"
     );
     let db = raw_db(path);
+    assert!(db.cf_handle("ids").is_some() && db.cf_handle("ids-alt").is_some());
     let manifest = Manifest::decode(&db.get(b"manifest").unwrap().unwrap()).unwrap();
-    assert_eq!(manifest.version, 6);
+    assert_eq!(manifest.version, 7);
     assert_eq!(manifest.levels, 6);
     assert!(!manifest.sketches);
     assert!(db.cf_handle("sketches").is_none());
@@ -555,8 +637,9 @@ fn document_frequencies_are_kept_with_the_store() {
 }
 
 /// The stores written by the release of format 4 (`make-format-4.sh`):
-/// the plain one answers as that release did, is upgraded to format 6
-/// (levels, then pending fingerprints named by their pairs) and answers
+/// the plain one answers as that release did, is upgraded to format 7
+/// (levels, then pending fingerprints named by their pairs, then the
+/// second `ids` family) and answers
 /// the same after a reopen and a compaction; the one
 /// `dedup
 /// --similarity` made holds, for each document, the sketch this build

@@ -137,11 +137,17 @@ fn ids_follow_every_change_across_merges_and_reopens() {
     store.compact().unwrap();
     drop(store);
     // A compaction with no write beside it folds every pair into the id
-    // blocks: nothing is pending, so the `ids` family is empty.
+    // blocks: nothing is pending, so both `ids` families are empty.
     {
         let db = raw::raw_db(&path);
-        let ids = db.cf_handle("ids").unwrap();
-        assert_eq!(db.iterator_cf(ids, rocksdb::IteratorMode::Start).count(), 0);
+        for family in ["ids", "ids-alt"] {
+            let ids = db.cf_handle(family).unwrap();
+            assert_eq!(
+                db.iterator_cf(ids, rocksdb::IteratorMode::Start).count(),
+                0,
+                "{family}"
+            );
+        }
     }
     let store = Store::open(&path, &base(Options::new())).unwrap();
     check(&store, &model, &pool, &mut rng);

@@ -345,6 +345,14 @@ fn writes_made_while_a_merge_into_level_0_runs_are_kept() {
             model.insert(fp, Some(id));
             store.insert(fp, id).unwrap();
         }
+        // Pending without an id when the merge takes its snapshot, given
+        // one while it runs: the merge takes them into level 0, where
+        // their pairs are no longer marked pending.
+        let bare: Vec<u64> = late.iter().step_by(5).map(|&fp| fp ^ (1 << 59)).collect();
+        for &fp in &bare {
+            model.insert(fp, None);
+            store.insert_fingerprint(fp).unwrap();
+        }
         let qs = queries(&data, 120, &mut rng);
         std::thread::scope(|s| {
             pause.arm();
@@ -355,6 +363,11 @@ fn writes_made_while_a_merge_into_level_0_runs_are_kept() {
                 next_id += 1;
                 next_id
             };
+            for &fp in &bare {
+                let id = id();
+                model.insert(fp, Some(id));
+                store.insert(fp, id).unwrap();
+            }
             for (i, &fp) in late.iter().enumerate() {
                 let id = id();
                 model.insert(fp, Some(id));
@@ -449,6 +462,143 @@ fn writes_made_while_a_merge_into_level_0_runs_are_kept() {
         store.compact().unwrap();
         check_store(&store, &model, &qs);
         verified(&store);
+    }
+}
+
+/// Writes made after a merge into level 0 that leaves the other levels
+/// and the pending set where they are (it folds the pairs added to level
+/// 0's fingerprints into their id blocks) has put the `ids` families'
+/// content in its batch, before it catches up with them: pairs of the
+/// fingerprints it leaves deleted and added, ids given to and taken from
+/// the ones whose id blocks it rewrites, fingerprints deleted and
+/// inserted again. It writes them again after that content, so all are
+/// kept, across reopen and a compaction.
+#[test]
+fn writes_made_after_a_merge_into_level_0_put_its_pairs_back_are_kept() {
+    for (seed, data) in [
+        (61, random(2000, &mut Rng(61))),
+        (62, clustered(2000, &mut Rng(62))),
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s");
+        let pause = simstore::MergePause::new();
+        let options = Options::new()
+            .block_size(64)
+            .merge_threshold(40)
+            .manual_compaction(true)
+            .pause_merge(pause.clone());
+        let store = Store::create(&path, &options).unwrap();
+        let mut rng = Rng(seed);
+        let mut model = Model::default();
+        let bulk = &data[..1600];
+        // Fingerprints new to the store, whatever the data.
+        let rest = random(90, &mut Rng(seed + 100));
+        let (top, rest) = rest.split_at(40);
+        let pairs: Vec<(u64, u64)> = bulk.iter().map(|&fp| (fp, fp % 1000)).collect();
+        store.insert_many(&pairs).unwrap();
+        store.compact().unwrap();
+        for &(fp, id) in &pairs {
+            model.insert(fp, Some(id));
+        }
+        // One flush into the top, then 30 pending (fewer than the
+        // threshold): with ids, with several, and without.
+        for (i, &fp) in top.iter().enumerate() {
+            model.insert(fp, Some(5000 + i as u64));
+            store.insert(fp, 5000 + i as u64).unwrap();
+        }
+        store.merge_due().unwrap();
+        let pending = &rest[..30];
+        for (i, &fp) in pending.iter().enumerate() {
+            let ids = match i % 3 {
+                0 => vec![],
+                1 => vec![9000 + i as u64],
+                _ => vec![9000 + i as u64, 9500 + i as u64],
+            };
+            if ids.is_empty() {
+                model.insert(fp, None);
+                store.insert_fingerprint(fp).unwrap();
+            }
+            for id in ids {
+                model.insert(fp, Some(id));
+                store.insert(fp, id).unwrap();
+            }
+        }
+        // More pairs added to level 0's fingerprints than twice the
+        // threshold: the next merge due folds them into their id blocks.
+        for (i, &fp) in bulk.iter().step_by(10).enumerate() {
+            model.insert(fp, Some(40_000 + i as u64));
+            store.insert(fp, 40_000 + i as u64).unwrap();
+        }
+        let levels = |store: &Store| {
+            let stats = store.stats();
+            let held: Vec<u64> = stats.levels.iter().map(|l| l.fingerprints).collect();
+            (held, stats.pending)
+        };
+        let (held, waiting) = levels(&store);
+        assert!(
+            held[5] > 0 && held[1..5].iter().all(|&n| n == 0),
+            "{held:?}"
+        );
+        assert!(waiting > 0 && waiting < 40, "{waiting} pending");
+        let all: Vec<u64> = bulk.iter().chain(top).chain(rest).copied().collect();
+        let qs = queries(&all, 160, &mut rng);
+        std::thread::scope(|s| {
+            pause.arm_after_whole();
+            let merge = s.spawn(|| store.merge_due().unwrap());
+            pause.wait_held();
+            let mut next_id = 30_000u64;
+            let mut id = || {
+                next_id += 1;
+                next_id
+            };
+            let folded = bulk.iter().step_by(10).take(12);
+            for (i, &fp) in pending.iter().chain(top).chain(folded).enumerate() {
+                match i % 4 {
+                    0 => {
+                        let id = id();
+                        model.insert(fp, Some(id));
+                        store.insert(fp, id).unwrap();
+                    }
+                    1 => {
+                        if let Some(&id) = model.fps.get(&fp).and_then(|ids| ids.iter().next()) {
+                            model.delete(fp, id);
+                            store.delete(fp, id).unwrap();
+                        }
+                    }
+                    2 => {
+                        model.delete_fingerprint(fp);
+                        store.delete_fingerprint(fp).unwrap();
+                    }
+                    _ => {
+                        model.delete_fingerprint(fp);
+                        store.delete_fingerprint(fp).unwrap();
+                        let id = id();
+                        model.insert(fp, Some(id));
+                        store.insert(fp, id).unwrap();
+                    }
+                }
+            }
+            for &fp in &rest[30..50] {
+                let id = id();
+                model.insert(fp, Some(id));
+                store.insert(fp, id).unwrap();
+            }
+            assert!(!merge.is_finished(), "the merge waits for its release");
+            pause.release();
+            merge.join().unwrap();
+        });
+        check_store(&store, &model, &qs);
+        verified(&store);
+        drop(store);
+        for round in 0..2 {
+            let store = Store::open(&path, &Options::new().manual_compaction(true)).unwrap();
+            check_store(&store, &model, &qs);
+            verified(&store);
+            if round == 0 {
+                store.compact().unwrap();
+                check_store(&store, &model, &qs);
+            }
+        }
     }
 }
 

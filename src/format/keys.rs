@@ -77,6 +77,14 @@ pub const CODES_FAMILY: &str = "codes";
 /// fingerprint in no level when written) and pairs of an id block removed
 /// ([`ID_REMOVED`]).
 pub const IDS_FAMILY: &str = "ids";
+/// The second column family of pairs not in the id blocks, keyed and
+/// valued like [`IDS_FAMILY`] (format 7): writers put pairs into one of
+/// the two, and a merge into level 0 switches them to the other, so that
+/// its commit empties the first by one range delete and leaves the pairs
+/// written while it ran where they are.
+pub const IDS_ALT_FAMILY: &str = "ids-alt";
+/// The two families of pairs not in the id blocks.
+pub const IDS_FAMILIES: [&str; 2] = [IDS_FAMILY, IDS_ALT_FAMILY];
 /// Column family of id blocks, keyed like the table-0 blocks they belong
 /// to.
 pub const ID_BLOCKS_FAMILY: &str = "id-blocks";

@@ -243,8 +243,11 @@ mod tests {
             assert!(Manifest::decode(&bad).is_err(), "flip at {i}");
         }
         let mut newer = bytes.clone();
-        newer[9] = 7;
-        assert_eq!(Manifest::decode(&newer), Err(ManifestError::Version(7)));
+        newer[9] = (FORMAT_VERSION + 1) as u8;
+        assert_eq!(
+            Manifest::decode(&newer),
+            Err(ManifestError::Version(FORMAT_VERSION + 1))
+        );
         // Before format 4 there is no features byte: no sketches; before
         // format 5 no levels byte: one level.
         for version in 1..5 {

@@ -12,7 +12,7 @@ pub mod sketches;
 
 /// The store format version this build writes (marker file and
 /// manifest).
-pub const FORMAT_VERSION: u16 = 6;
+pub const FORMAT_VERSION: u16 = 7;
 
 /// The oldest store format version this build opens (and upgrades to
 /// [`FORMAT_VERSION`]).

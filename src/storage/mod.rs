@@ -32,12 +32,13 @@ const BLOCK_CACHE_BYTES: usize = 32 << 20;
 const MAX_WAL_BYTES: u64 = 256 << 20;
 
 /// The fixed, non-table column families, in creation order after `default`.
-pub const FIXED_FAMILIES: [&str; 5] = [
+pub const FIXED_FAMILIES: [&str; 6] = [
     keys::CODES_FAMILY,
     keys::IDS_FAMILY,
     keys::PENDING_FAMILY,
     keys::TOMBSTONES_FAMILY,
     keys::ID_BLOCKS_FAMILY,
+    keys::IDS_ALT_FAMILY,
 ];
 
 /// An open database.
@@ -153,6 +154,7 @@ fn descriptors(names: Vec<String>, family: &DbOptions) -> Vec<ColumnFamilyDescri
                 keys::PENDING_FAMILY,
                 keys::TOMBSTONES_FAMILY,
                 keys::IDS_FAMILY,
+                keys::IDS_ALT_FAMILY,
             ]
             .contains(&n.as_str())
             {
@@ -248,6 +250,11 @@ impl Db {
         if !names.iter().any(|n| n == keys::ID_BLOCKS_FAMILY) {
             expected.retain(|n| n != keys::ID_BLOCKS_FAMILY);
         }
+        // Nor have stores of format 6 and older the second ids family
+        // (see `add_ids_alt_family`).
+        if !names.iter().any(|n| n == keys::IDS_ALT_FAMILY) {
+            expected.retain(|n| n != keys::IDS_ALT_FAMILY);
+        }
         // Only stores created with sketches have their family; the
         // caller checks it against the manifest.
         if names.iter().any(|n| n == keys::SKETCHES_FAMILY) {
@@ -291,6 +298,25 @@ impl Db {
         })?;
         db.create_cf(keys::ID_BLOCKS_FAMILY, &family)
             .map_err(db_error("adding the id blocks family"))
+    }
+
+    /// Whether the database has the second ids family (stores of format
+    /// 6 and older do not, until upgraded).
+    pub fn has_ids_alt_family(&self) -> bool {
+        self.db.cf_handle(keys::IDS_ALT_FAMILY).is_some()
+    }
+
+    /// Adds the second ids family, empty, to a database that lacks it
+    /// (the first step of upgrading a store of format 6). Only on a
+    /// database no reader shares yet.
+    pub fn add_ids_alt_family(&mut self) -> Result<()> {
+        let family = log_family_options(&self.family.lock());
+        let db = std::sync::Arc::get_mut(&mut self.db).ok_or_else(|| Error::Storage {
+            context: "adding the second ids family",
+            message: "the database is shared already".into(),
+        })?;
+        db.create_cf(keys::IDS_ALT_FAMILY, &family)
+            .map_err(db_error("adding the second ids family"))
     }
 
     /// Adds table families up to `tables` in all (the first step of

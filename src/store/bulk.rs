@@ -114,7 +114,7 @@ pub(crate) fn insert_bulk<E: super::Entry>(shared: &Shared, pairs: &[E]) -> Resu
     for family in [keys::PENDING_FAMILY, keys::TOMBSTONES_FAMILY] {
         batch.delete_all_cf(db.family(family)?, 8);
     }
-    let (id_table, overlay, new_ids) = write_ids(
+    let (id_table, overlay, new_ids, emptied_other) = write_ids(
         shared,
         &mut batch,
         &mut outputs,
@@ -152,6 +152,9 @@ pub(crate) fn insert_bulk<E: super::Entry>(shared: &Shared, pairs: &[E]) -> Resu
         state.ids = counters.ids + new_ids;
         shared.locks.next_generation();
     })?;
+    if emptied_other {
+        shared.id_families.other_emptied();
+    }
     // The memtables may now hold blocks of tables not filed (and the ids):
     // flush them before returning rather than beside the next bulk
     // insert's merge (and so the log of a bulk insert is not replayed by

@@ -11,6 +11,7 @@ use std::mem::replace;
 use std::sync::Arc;
 
 use super::files::{self, Merged, MergedIds};
+use super::id_families::IdsWriter;
 use super::ids::{self, Base, IdBuilder, IdTable, Overlay, Reconcile, Reconciled, Truth, Walk};
 use super::levels::Job;
 use super::pending::Pending;
@@ -149,6 +150,11 @@ struct Gathered {
     /// The upper levels' set, when built (see [`upper`](super::upper)).
     upper: Option<Arc<Pending>>,
     generation: u64,
+    /// Whether writers were switched to the other `ids` family at the
+    /// snapshot (see [`IdFamilies::switch`]).
+    ///
+    /// [`IdFamilies::switch`]: super::id_families::IdFamilies::switch
+    switched: bool,
 }
 
 /// Reads what `job` merges from the state, under its read lock (the
@@ -156,16 +162,28 @@ struct Gathered {
 /// snapshot).
 fn gather(shared: &Shared, job: &Job) -> Result<Gathered> {
     let plan = &shared.plan;
+    let with_ids = job.target == 0;
+    // A merge into level 0 switches writers to the other `ids` family
+    // when that one is empty, between two write groups: every pair
+    // written before is in the snapshot below, and every write after is
+    // in the journal (started first: a write in both is reconciled
+    // twice, which changes nothing).
+    let switched = with_ids && {
+        let _between_groups = shared.locks.commit();
+        shared.locks.start_journal();
+        shared.id_families.switch()
+    };
     let (tables, per_level, id_table, overlay, fold, pending, tombstones, upper, generation) = {
         let state = shared.state.read();
         let mut tombstones: Vec<u64> = state.tombstones.iter().copied().collect();
         tombstones.sort_unstable();
-        let with_ids = job.target == 0;
         // The fingerprints written from here on are the only ones whose
         // placement the commit has to read again (see `commit`); a merge
         // into level 0 also redoes their ids (see `write_ids`), from the
         // overlay below.
-        shared.locks.start_journal();
+        if !with_ids {
+            shared.locks.start_journal();
+        }
         (
             Arc::clone(&state.tables),
             state.per_level,
@@ -219,6 +237,7 @@ fn gather(shared: &Shared, job: &Job) -> Result<Gathered> {
         removes,
         upper,
         generation,
+        switched,
     })
 }
 
@@ -231,6 +250,12 @@ fn run(shared: &Shared, job: &Job) -> Result<CompactionReport> {
         .iter()
         .all(|&l| g.tables[l * g.per_level].keys().is_empty());
     if g.adds.is_empty() && g.removes.is_empty() && g.fold.is_empty() && sources_empty {
+        if g.switched && g.overlay.len() == 0 {
+            // The family writers left was empty at the snapshot, and
+            // writers only delete there since.
+            let _between_groups = shared.locks.commit();
+            shared.id_families.other_emptied();
+        }
         return Ok(CompactionReport::default());
     }
     let adds0 = with_fold(&g.adds, &g.fold);
@@ -607,7 +632,9 @@ fn catch_up(
     done: &mut Reconciled,
     batch: &mut crate::storage::Batch,
 ) -> Result<()> {
-    let ids_cf = shared.db.family(keys::IDS_FAMILY)?;
+    // Once written whole, the family of the snapshot's pairs is emptied
+    // earlier in the batch: the corrections go to the current one alone.
+    let whole_out = IdsWriter::only(shared.db.family(shared.id_families.current())?);
     with_reconcile(tables, outputs, ids, removes, |context| {
         for _ in 0..CATCH_UP_ROUNDS {
             let Some(changed) = shared.locks.drain_journal() else {
@@ -623,7 +650,7 @@ fn catch_up(
             if done.written_whole {
                 let state = shared.state.read();
                 let stays = |fp| ids.stays_pending(fp, state.pending.contains(&shared.plan, fp));
-                write_fixes(batch, ids_cf, done.fixes.drain(..), stays);
+                write_fixes(batch, &whole_out, done.fixes.drain(..), stays);
             }
             if changed.len() < CATCH_UP_LEFT {
                 break;
@@ -657,6 +684,10 @@ fn rebuilt_id_table(g: &Gathered, outputs: &[(usize, Merged)]) -> Result<IdTable
 /// fingerprint written since it was caught up (see [`catch_up`]), or
 /// since the snapshot: only those are reconciled again (without a
 /// journal, every fingerprint with overlay entries then or now is).
+/// The last value returned says whether the batch empties the `ids`
+/// family writers do not put into (see [`IdFamilies::other_emptied`]).
+///
+/// [`IdFamilies::other_emptied`]: super::id_families::IdFamilies::other_emptied
 pub(crate) fn write_ids(
     shared: &Shared,
     batch: &mut crate::storage::Batch,
@@ -665,7 +696,7 @@ pub(crate) fn write_ids(
     removes: &[u64],
     prepared: Option<(Reconciled, IdTable)>,
     journal: Option<&[u64]>,
-) -> Result<(Arc<IdTable>, Overlay, u64)> {
+) -> Result<(Arc<IdTable>, Overlay, u64, bool)> {
     let db = &shared.db;
     let Some((0, first)) = outputs.first_mut() else {
         return Err(crate::Error::InvalidArgument(
@@ -722,68 +753,100 @@ pub(crate) fn write_ids(
             context.patch(&mut reconciled, &state.overlay, &changed, pending)?;
         }
     }
-    let ids_cf = db.family(keys::IDS_FAMILY)?;
     let stays = |fp| ids.stays_pending(fp, state.pending.contains(&shared.plan, fp));
     if !reconciled.written_whole && ids_better_whole(&reconciled) {
-        put_whole(batch, ids_cf, &reconciled.overlay, stays);
-        return Ok((Arc::new(table), reconciled.overlay, new_pairs));
+        let out = put_whole(shared, batch, &reconciled, ids.overlay, stays)?;
+        if reconciled.switched {
+            // The keys written since the snapshot stayed: the stale ones go.
+            write_fixes(batch, &out, reconciled.fixes, stays);
+        }
+        return Ok((Arc::new(table), reconciled.overlay, new_pairs, true));
     }
+    let out = if reconciled.written_whole {
+        IdsWriter::only(db.family(shared.id_families.current())?)
+    } else {
+        shared.id_families.writer(db)?
+    };
     for (fp, id) in reconciled.deletes {
-        batch.delete_cf(ids_cf, keys::id_pair(fp, id));
+        out.delete(batch, fp, id);
     }
     for (fp, id, added) in reconciled.puts {
-        batch.put_cf(ids_cf, keys::id_pair(fp, id), keys::id_mark(added));
+        out.put(batch, fp, id, keys::id_mark(added));
     }
-    write_fixes(batch, ids_cf, reconciled.fixes, stays);
-    Ok((Arc::new(table), reconciled.overlay, new_pairs))
+    write_fixes(batch, &out, reconciled.fixes, stays);
+    // Switched with nothing in the snapshot, the family writers left was
+    // empty then, and writers only delete there since.
+    let emptied = reconciled.written_whole || (reconciled.switched && ids.overlay.len() == 0);
+    Ok((Arc::new(table), reconciled.overlay, new_pairs, emptied))
 }
 
 /// Adds a reconciliation's `fixes` (see [`Reconcile::patch`]) to `batch`,
 /// in order, the pairs added to fingerprints that stay pending marked so.
 fn write_fixes(
     batch: &mut crate::storage::Batch,
-    ids_cf: &crate::storage::Family,
+    out: &IdsWriter<'_>,
     fixes: impl IntoIterator<Item = (u64, u64, Option<bool>)>,
     stays_pending: impl Fn(u64) -> bool,
 ) {
     for (fp, id, mark) in fixes {
         match mark {
-            Some(added) => batch.put_cf(
-                ids_cf,
-                keys::id_pair(fp, id),
+            Some(added) => out.put(
+                batch,
+                fp,
+                id,
                 keys::id_value(added, added && stays_pending(fp)),
             ),
-            None => batch.delete_cf(ids_cf, keys::id_pair(fp, id)),
+            None => out.delete(batch, fp, id),
         }
     }
 }
 
-/// The `ids` family emptied and written again with `overlay`, its content
-/// after a merge into level 0 (see [`rewrite_whole`]), the pairs of the
-/// fingerprints that stay pending marked so.
-fn put_whole(
+/// The `ids` families' content after a merge into level 0 (`done`, see
+/// [`rewrite_whole`]) written in `batch`, the pairs of the fingerprints
+/// that stay pending marked so; returns the writer of the corrections
+/// that follow (into the current family alone).
+///
+/// With writers switched to the other family at the snapshot (`done.switched`),
+/// the family of the snapshot's pairs is emptied and only the entries of
+/// the fingerprints that had some in the `snapshot` are put (into the
+/// current family): a fingerprint without any then has keys only from
+/// writes since, which are where they were, and corrected by `done`'s
+/// fixes (or left as they are). Otherwise both families are emptied and
+/// every entry put.
+fn put_whole<'a>(
+    shared: &'a Shared,
     batch: &mut crate::storage::Batch,
-    ids_cf: &crate::storage::Family,
-    overlay: &Overlay,
+    done: &Reconciled,
+    snapshot: &Overlay,
     stays_pending: impl Fn(u64) -> bool,
-) {
-    batch.delete_all_cf(ids_cf, 16);
+) -> Result<IdsWriter<'a>> {
+    let families = &shared.id_families;
+    let current = shared.db.family(families.current())?;
+    if done.switched {
+        batch.delete_all_cf(shared.db.family(families.other())?, 16);
+    } else {
+        batch.delete_all_cf(current, 16);
+        if families.other_holds() {
+            batch.delete_all_cf(shared.db.family(families.other())?, 16);
+        }
+    }
+    let out = IdsWriter::only(current);
     // Put in key order: the family's memtable is a vector, sorted when it
     // is flushed, and a sort of keys already in order reads them in order
-    // instead of at random (a merge into level 0 that ran for seconds puts
-    // back millions of pairs).
-    let mut staying: Vec<(u64, &[(u64, bool)])> = overlay.iter().collect();
+    // instead of at random.
+    let mut staying: Vec<(u64, &[(u64, bool)])> = done
+        .overlay
+        .iter()
+        .filter(|&(fp, _)| !done.switched || !snapshot.get(fp).is_empty())
+        .collect();
     staying.sort_unstable_by_key(|&(fp, _)| fp);
     for (fp, entries) in staying {
         let pending = stays_pending(fp);
         for &(id, added) in entries {
-            batch.put_cf(
-                ids_cf,
-                keys::id_pair(fp, id),
-                keys::id_value(added, pending),
-            );
+            out.put(batch, fp, id, keys::id_value(added, pending));
         }
     }
+    Ok(out)
 }
 
 /// When the overlay after a merge into level 0 (`done`, caught up with
@@ -807,12 +870,12 @@ fn write_ids_whole(
     // since, and its pairs written again by a correction.
     let pending = shared.state.read().pending.all(&shared.plan);
     let stays = |fp| ids.stays_pending(fp, pending.binary_search(&fp).is_ok());
-    put_whole(
-        batch,
-        shared.db.family(keys::IDS_FAMILY)?,
-        &done.overlay,
-        stays,
-    );
+    let out = put_whole(shared, batch, done, ids.overlay, stays)?;
+    if done.switched {
+        // The corrections so far delete the stale keys writers put since
+        // the snapshot (which stay), and put what the entries skipped.
+        write_fixes(batch, &out, done.fixes.drain(..), stays);
+    }
     done.deletes.clear();
     done.puts.clear();
     done.fixes.clear();
@@ -928,10 +991,14 @@ fn commit(
     let caught_up = ids.is_some();
     let ids = match ids {
         Some((ids, mut done)) => {
+            done.switched = g.switched;
             catch_up(
                 shared, &g.tables, &outputs, ids, removes, &mut done, &mut batch,
             )?;
             if write_ids_whole(shared, &mut batch, ids, &mut done)? {
+                if let Some(pause) = &shared.options.pause_merge {
+                    pause.hold(super::pause::Point::Whole);
+                }
                 // Putting the family's keys back takes seconds at scale:
                 // the writes made meanwhile are caught up with as well
                 // (their corrections go to the batch after the keys).
@@ -974,6 +1041,7 @@ fn commit(
         )?),
         None => None,
     };
+    let emptied_other = id_parts.as_ref().is_some_and(|parts| parts.3);
     let (pending_cf, tomb_cf) = (
         db.family(keys::PENDING_FAMILY)?,
         db.family(keys::TOMBSTONES_FAMILY)?,
@@ -998,7 +1066,7 @@ fn commit(
         let filed = files::filed(&outputs, db.tables());
         files::commit(shared, batch, &filed, true, |state| {
             retired.keep(replace(&mut state.tables, swapped(&g.tables, outputs)));
-            if let Some((id_table, overlay, _)) = id_parts {
+            if let Some((id_table, overlay, ..)) = id_parts {
                 retired.keep(replace(&mut state.id_table, id_table));
                 retired.keep(replace(&mut state.overlay, overlay));
             }
@@ -1009,6 +1077,9 @@ fn commit(
             retired.keep(replace(&mut state.upper, upper));
             retired.keep(std::mem::take(&mut state.tombstones));
         })?;
+        if emptied_other {
+            shared.id_families.other_emptied();
+        }
         return Ok(report);
     }
 
@@ -1133,7 +1204,7 @@ fn commit(
         );
         retired.keep(replace(&mut state.tables, swapped(&g.tables, outputs)));
         retired.keep(replace(&mut state.upper, upper));
-        if let Some((id_table, overlay, _)) = id_parts {
+        if let Some((id_table, overlay, ..)) = id_parts {
             retired.keep(replace(&mut state.id_table, id_table));
             retired.keep(replace(&mut state.overlay, overlay));
         }
@@ -1158,5 +1229,8 @@ fn commit(
             }
         }
     })?;
+    if emptied_other {
+        shared.id_families.other_emptied();
+    }
     Ok(report)
 }

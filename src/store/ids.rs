@@ -906,6 +906,11 @@ pub(crate) struct Reconciled {
     /// written already, after emptying it, so that only the `fixes` made
     /// since are left to write (`deletes` and `puts` are then empty).
     pub written_whole: bool,
+    /// Whether writers were switched to the other `ids` family at the
+    /// snapshot (see [`IdFamilies`](super::id_families::IdFamilies)): when
+    /// written whole, only the family of the snapshot's pairs was emptied,
+    /// and the keys written since are still there.
+    pub switched: bool,
 }
 
 /// Level 0's unpermuted table before a merge and its id blocks: where a
@@ -969,6 +974,7 @@ impl Reconcile<'_> {
             puts: Vec::new(),
             fixes: Vec::new(),
             written_whole: false,
+            switched: false,
         };
         let mut scratch = Vec::new();
         let mut roles = self.roles();
@@ -1019,10 +1025,11 @@ impl Reconcile<'_> {
             let current = now.get(fp);
             // `done` wrote keys only for fingerprints the merge involves,
             // unless it wrote the family whole (which then empties the
-            // keys writers put since).
-            if !done.written_whole
-                && !roles.involved()
-                && (pending(fp) || !rewritten(self.new0, self.written, fp))
+            // keys writers put since; or, with writers switched to the
+            // other family, puts back the snapshot's entries, keys a
+            // fingerprint without any then has only from writers since).
+            let kept = !done.written_whole || (done.switched && self.snapshot.get(fp).is_empty());
+            if kept && !roles.involved() && (pending(fp) || !rewritten(self.new0, self.written, fp))
             {
                 done.overlay.replace(fp, current);
                 continue;

@@ -12,6 +12,7 @@ mod files;
 mod filters;
 mod flats;
 mod health;
+mod id_families;
 mod ids;
 mod levels;
 mod listing;

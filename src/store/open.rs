@@ -150,6 +150,16 @@ pub(crate) fn open(dir: &Path, options: &Options) -> Result<Shared> {
         // The first step of the upgrade to format 3 (see `upgrade`).
         db.add_id_blocks_family()?;
     }
+    if !db.has_ids_alt_family() {
+        if manifest.version >= 7 {
+            return Err(Error::corrupt(
+                Location::Database,
+                format!("column family {} is missing", keys::IDS_ALT_FAMILY),
+            ));
+        }
+        // The first step of the upgrade to format 7 (see `upgrade`).
+        db.add_ids_alt_family()?;
+    }
     super::files::finish_interrupted(&db, dir)?;
     if manifest.version < 5 {
         // The first step of the upgrade to format 5: every level's
@@ -319,9 +329,10 @@ fn manifest_of(shared: &Shared, version: u16) -> Manifest {
 /// time: to 2 (see [`upgrade_to_2`]), to 3 (see
 /// [`super::upgrade::to_3`]), to 4 (the manifest gains its features
 /// byte: no sketches), to 5 (its levels byte: the families of every
-/// level were added before the load), then to 6 (pending fingerprints
+/// level were added before the load), to 6 (pending fingerprints
 /// may be named by their pairs instead of `pending` keys: nothing to
-/// rewrite); then writes the marker.
+/// rewrite), then to 7 (the second `ids` family, added empty before the
+/// load); then writes the marker.
 fn upgrade(shared: &Shared, from: u16) -> Result<()> {
     if from < 2 && !upgrade_to_2(shared)? {
         return Ok(());
@@ -335,7 +346,10 @@ fn upgrade(shared: &Shared, from: u16) -> Result<()> {
     if from < 5 {
         super::upgrade::manifest_only(shared, &manifest_of(shared, 5))?;
     }
-    super::upgrade::manifest_only(shared, &manifest_of(shared, 6))?;
+    if from < 6 {
+        super::upgrade::manifest_only(shared, &manifest_of(shared, 6))?;
+    }
+    super::upgrade::manifest_only(shared, &manifest_of(shared, 7))?;
     storage::write_marker(&shared.dir)
 }
 
@@ -361,43 +375,87 @@ fn upgrade_to_2(shared: &Shared) -> Result<bool> {
     Ok(true)
 }
 
-/// The overlay, from the `ids` family.
+/// The overlay, from the `ids` families.
 pub(crate) fn read_overlay(db: &Db) -> Result<Overlay> {
-    let (entries, _) = read_pairs(db)?;
+    let (entries, _, _) = read_pairs(db)?;
     Ok(Overlay::from_sorted(&entries))
 }
 
-/// The pairs of the `ids` family, in key order (for
-/// [`Overlay::from_sorted`]), and the fingerprints with a pair marked
-/// [`ID_PENDING`](keys::ID_PENDING), increasing.
-type Pairs = (Vec<(u64, u64, bool)>, Vec<u64>);
+/// The pairs of the `ids` families, in key order (for
+/// [`Overlay::from_sorted`]); the fingerprints with a pair marked
+/// [`ID_PENDING`](keys::ID_PENDING), increasing; and whether each family
+/// of [`keys::IDS_FAMILIES`] holds any pair.
+type Pairs = (Vec<(u64, u64, bool)>, Vec<u64>, [bool; 2]);
 
-/// Reads the `ids` family (see [`Pairs`]).
-fn read_pairs(db: &Db) -> Result<Pairs> {
-    // The family's keys come in (fingerprint, id) order: gathered per
-    // fingerprint, then one map insertion each.
-    let mut entries = Vec::new();
-    let mut marked: Vec<u64> = Vec::new();
-    db.scan(db.family(keys::IDS_FAMILY)?, &[], |k, v| {
-        let bad = |what: String| {
-            Error::corrupt(
-                Location::Record {
-                    family: keys::IDS_FAMILY,
-                },
-                what,
-            )
-        };
+/// One `ids` family's pairs in key order, each with whether it is marked
+/// pending.
+fn read_family_pairs(db: &Db, family: &'static str) -> Result<Vec<(u64, u64, bool, bool)>> {
+    let mut pairs = Vec::new();
+    let Ok(cf) = db.family(family) else {
+        // The second family of a store of format 6 and older, until its
+        // upgrade adds it.
+        return Ok(pairs);
+    };
+    db.scan(cf, &[], |k, v| {
+        let bad = |what: String| Error::corrupt(Location::Record { family }, what);
         let (fp, id) = keys::parse_id_pair(k)
             .ok_or_else(|| bad(format!("key of {} bytes, expected 16", k.len())))?;
         let added = keys::parse_id_mark(v)
             .ok_or_else(|| bad(format!("value of {} bytes for a pair", v.len())))?;
-        if keys::marks_pending(v) && marked.last() != Some(&fp) {
+        pairs.push((fp, id, added, keys::marks_pending(v)));
+        Ok(true)
+    })?;
+    Ok(pairs)
+}
+
+/// Reads the `ids` families (see [`Pairs`]): a pair is in one of them at
+/// most, and both hold pairs only after a crash during a merge into level
+/// 0 (see [`IdFamilies`](super::id_families::IdFamilies)).
+pub(crate) fn read_pairs(db: &Db) -> Result<Pairs> {
+    let [first, second] = keys::IDS_FAMILIES;
+    let a = read_family_pairs(db, first)?;
+    let b = read_family_pairs(db, second)?;
+    let held = [!a.is_empty(), !b.is_empty()];
+    let merged = if b.is_empty() {
+        a
+    } else if a.is_empty() {
+        b
+    } else {
+        let mut merged = Vec::with_capacity(a.len() + b.len());
+        let (mut i, mut j) = (0, 0);
+        while i < a.len() || j < b.len() {
+            let take_a = match (a.get(i), b.get(j)) {
+                (Some(x), Some(y)) if (x.0, x.1) == (y.0, y.1) => {
+                    return Err(Error::corrupt(
+                        Location::Record {
+                            family: keys::IDS_ALT_FAMILY,
+                        },
+                        format!("the pair ({:016x}, {}) is in both ids families", x.0, x.1),
+                    ));
+                }
+                (Some(x), Some(y)) => (x.0, x.1) < (y.0, y.1),
+                (Some(_), None) => true,
+                _ => false,
+            };
+            if take_a {
+                merged.push(a[i]);
+                i += 1;
+            } else {
+                merged.push(b[j]);
+                j += 1;
+            }
+        }
+        merged
+    };
+    let mut marked: Vec<u64> = Vec::new();
+    let mut entries = Vec::with_capacity(merged.len());
+    for (fp, id, added, pending) in merged {
+        if pending && marked.last() != Some(&fp) {
             marked.push(fp);
         }
         entries.push((fp, id, added));
-        Ok(true)
-    })?;
-    Ok((entries, marked))
+    }
+    Ok((entries, marked, held))
 }
 
 /// The keys of the `pending` family (increasing) and the tombstones, from
@@ -544,12 +602,12 @@ fn load(dir: &Path, db: Db, manifest: Manifest, options: &Options) -> Result<Sha
     // Before format 3 every pair is in the `ids` family (the upgrade folds
     // those of fingerprints in the tables into id blocks, reading them
     // block by block).
-    let ((pairs, marked), pending, tombstones) = std::thread::scope(|scope| {
+    let ((pairs, marked, held), pending, tombstones) = std::thread::scope(|scope| {
         let pairs = scope.spawn(|| {
             if manifest.version >= 3 {
                 read_pairs(&db)
             } else {
-                Ok((Vec::new(), Vec::new()))
+                Ok((Vec::new(), Vec::new(), [false; 2]))
             }
         });
         let rest = read_pending(&db);
@@ -646,5 +704,6 @@ fn load(dir: &Path, db: Db, manifest: Manifest, options: &Options) -> Result<Sha
         filters_wanted: Default::default(),
         physical_memory: super::options::physical_memory().unwrap_or(u64::MAX),
         sketch_cache: Default::default(),
+        id_families: super::id_families::IdFamilies::new(held),
     })
 }

@@ -31,6 +31,9 @@ pub(crate) enum Point {
     /// A merge's commit, its batch written, before its state is swapped
     /// in.
     Written,
+    /// A merge into level 0, the `ids` families' content after it put in
+    /// its batch whole, before it catches up with the writes since.
+    Whole,
 }
 
 impl MergePause {
@@ -48,6 +51,14 @@ impl MergePause {
     /// once its batch is written, before its state is swapped in.
     pub fn arm_after_write(&self) {
         self.0 .0.lock().armed = Some(Point::Written);
+    }
+
+    /// Makes the next merge into level 0 that writes the `ids` families
+    /// whole wait for [`release`](Self::release) once it has put their
+    /// content in its batch, before it catches up with the writes made
+    /// since its snapshot.
+    pub fn arm_after_whole(&self) {
+        self.0 .0.lock().armed = Some(Point::Whole);
     }
 
     /// Waits until a merge is held.

@@ -54,6 +54,8 @@ pub(crate) struct Shared {
     pub physical_memory: u64,
     /// Sketches read recently.
     pub sketch_cache: super::sketch_cache::SketchCache,
+    /// Which of the two `ids` families writers put pairs into.
+    pub id_families: super::id_families::IdFamilies,
 }
 
 impl Shared {

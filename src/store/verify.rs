@@ -398,22 +398,44 @@ fn check_ids(
     let mut overlay = super::ids::Overlay::default();
     let mut marked: Vec<u64> = Vec::new();
     let mut named = Vec::new();
-    let scanned = db.scan(db.family(keys::IDS_FAMILY)?, &[], |k, v| {
-        match (keys::parse_id_pair(k), keys::parse_id_mark(v)) {
-            (Some((fp, id)), Some(added)) => {
-                overlay.set(fp, id, Some(added));
-                if keys::marks_pending(v) && marked.last() != Some(&fp) {
-                    marked.push(fp);
+    let mut in_both = 0usize;
+    for name in keys::IDS_FAMILIES {
+        let mut held = 0usize;
+        let scanned = db.scan(db.family(name)?, &[], |k, v| {
+            match (keys::parse_id_pair(k), keys::parse_id_mark(v)) {
+                (Some((fp, id)), Some(added)) => {
+                    held += 1;
+                    if name != keys::IDS_FAMILY && overlay.get(fp).iter().any(|&(e, _)| e == id) {
+                        in_both += 1;
+                    }
+                    overlay.set(fp, id, Some(added));
+                    if keys::marks_pending(v) {
+                        marked.push(fp);
+                    }
                 }
+                (None, _) => note(format!("{name}: key of {} bytes", k.len())),
+                (_, None) => note(format!("{name}: value of {} bytes", v.len())),
             }
-            (None, _) => note(format!("ids: key of {} bytes", k.len())),
-            (_, None) => note(format!("ids: value of {} bytes", v.len())),
+            Ok(true)
+        });
+        if let Err(e) = scanned {
+            note(format!("{name}: {e}"));
         }
-        Ok(true)
-    });
-    if let Err(e) = scanned {
-        note(format!("ids: {e}"));
+        // No merge runs (the merge lock is held): writers put into the
+        // current family, and the other is empty unless the handle knows
+        // it may hold pairs.
+        let families = &shared.id_families;
+        if held > 0 && name == families.other() && !families.other_holds() {
+            note(format!(
+                "{name}: {held} pairs, in the family the handle takes as empty"
+            ));
+        }
     }
+    if in_both > 0 {
+        note(format!("ids: {in_both} pairs in both ids families"));
+    }
+    marked.sort_unstable();
+    marked.dedup();
     // Equal counts and every pair on disk in memory: the same pairs.
     let differing = overlay
         .iter()

@@ -545,11 +545,12 @@ fn commit_group(shared: &Shared, group: &[Arc<Request>]) -> Result<Vec<Vec<bool>
     }
 
     let db = &shared.db;
-    let (pending_cf, tomb_cf, ids_cf) = (
+    let (pending_cf, tomb_cf) = (
         db.family(keys::PENDING_FAMILY)?,
         db.family(keys::TOMBSTONES_FAMILY)?,
-        db.family(keys::IDS_FAMILY)?,
     );
+    // The commit lock is held: the family writers put into stays.
+    let ids_out = shared.id_families.writer(db)?;
     let mut batch = crate::storage::batch();
     // A pair added outside the id blocks to a fingerprint in no level is
     // marked pending (format 6): the fingerprint needs no `pending` key
@@ -567,7 +568,6 @@ fn commit_group(shared: &Shared, group: &[Arc<Request>]) -> Result<Vec<Vec<bool>
                 Some(stored) => stored.in_block(id)?,
                 None => false,
             };
-            let key = keys::id_pair(fp, id);
             let mark = match (after, in_block) {
                 (true, false) => Some(true),
                 (false, true) => Some(false),
@@ -576,12 +576,12 @@ fn commit_group(shared: &Shared, group: &[Arc<Request>]) -> Result<Vec<Vec<bool>
             let pending = staged.fps.get(&fp).is_some_and(|(_, p)| p.pending);
             match mark {
                 Some(added) => {
-                    batch.put_cf(ids_cf, key, keys::id_value(added, pending));
+                    ids_out.put_absent(&mut batch, fp, id, keys::id_value(added, pending));
                     if added && pending && marked.last() != Some(&fp) {
                         marked.push(fp);
                     }
                 }
-                None => batch.delete_cf(ids_cf, key),
+                None => ids_out.delete(&mut batch, fp, id),
             }
             if changed.last() != Some(&fp) {
                 changed.push(fp);
