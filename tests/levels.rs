@@ -26,6 +26,36 @@ fn verified(store: &Store) {
     assert!(report.ok(), "{:?}", report.problems);
 }
 
+/// The `i`-th of four changes to `fp`, in the store and the model: a new
+/// id (from `id`), one of its ids deleted, the fingerprint deleted, or
+/// deleted and inserted again with a new id.
+fn change(store: &Store, model: &mut Model, fp: u64, i: usize, id: &mut impl FnMut() -> u64) {
+    match i % 4 {
+        0 => {
+            let id = id();
+            model.insert(fp, Some(id));
+            store.insert(fp, id).unwrap();
+        }
+        1 => {
+            if let Some(&id) = model.fps.get(&fp).and_then(|ids| ids.iter().next()) {
+                model.delete(fp, id);
+                store.delete(fp, id).unwrap();
+            }
+        }
+        2 => {
+            model.delete_fingerprint(fp);
+            store.delete_fingerprint(fp).unwrap();
+        }
+        _ => {
+            model.delete_fingerprint(fp);
+            store.delete_fingerprint(fp).unwrap();
+            let id = id();
+            model.insert(fp, Some(id));
+            store.insert(fp, id).unwrap();
+        }
+    }
+}
+
 /// Non-empty levels.
 fn levels_held(store: &Store) -> usize {
     store
@@ -384,30 +414,7 @@ fn writes_made_while_a_merge_into_level_0_runs_are_kept() {
                 }
             }
             for (i, &fp) in bulk.iter().chain(small).enumerate().step_by(9) {
-                match i % 4 {
-                    0 => {
-                        let id = id();
-                        model.insert(fp, Some(id));
-                        store.insert(fp, id).unwrap();
-                    }
-                    1 => {
-                        if let Some(&id) = model.fps.get(&fp).and_then(|ids| ids.iter().next()) {
-                            model.delete(fp, id);
-                            store.delete(fp, id).unwrap();
-                        }
-                    }
-                    2 => {
-                        model.delete_fingerprint(fp);
-                        store.delete_fingerprint(fp).unwrap();
-                    }
-                    _ => {
-                        model.delete_fingerprint(fp);
-                        store.delete_fingerprint(fp).unwrap();
-                        let id = id();
-                        model.insert(fp, Some(id));
-                        store.insert(fp, id).unwrap();
-                    }
-                }
+                change(&store, &mut model, fp, i, &mut id);
             }
             assert!(!merge.is_finished(), "the merge waits for its release");
             pause.release();
@@ -553,30 +560,7 @@ fn writes_made_after_a_merge_into_level_0_put_its_pairs_back_are_kept() {
             };
             let folded = bulk.iter().step_by(10).take(12);
             for (i, &fp) in pending.iter().chain(top).chain(folded).enumerate() {
-                match i % 4 {
-                    0 => {
-                        let id = id();
-                        model.insert(fp, Some(id));
-                        store.insert(fp, id).unwrap();
-                    }
-                    1 => {
-                        if let Some(&id) = model.fps.get(&fp).and_then(|ids| ids.iter().next()) {
-                            model.delete(fp, id);
-                            store.delete(fp, id).unwrap();
-                        }
-                    }
-                    2 => {
-                        model.delete_fingerprint(fp);
-                        store.delete_fingerprint(fp).unwrap();
-                    }
-                    _ => {
-                        model.delete_fingerprint(fp);
-                        store.delete_fingerprint(fp).unwrap();
-                        let id = id();
-                        model.insert(fp, Some(id));
-                        store.insert(fp, id).unwrap();
-                    }
-                }
+                change(&store, &mut model, fp, i, &mut id);
             }
             for &fp in &rest[30..50] {
                 let id = id();
