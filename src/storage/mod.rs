@@ -41,6 +41,11 @@ pub const FIXED_FAMILIES: [&str; 6] = [
     keys::IDS_ALT_FAMILY,
 ];
 
+/// The fixed families that stores of older formats lack until an upgrade
+/// adds them (see [`Db::add_family`]): `id-blocks` (format 3) and
+/// `ids-alt` (format 7).
+pub const UPGRADE_FAMILIES: [&str; 2] = [keys::ID_BLOCKS_FAMILY, keys::IDS_ALT_FAMILY];
+
 /// An open database.
 pub struct Db {
     db: std::sync::Arc<DB>,
@@ -144,24 +149,27 @@ fn log_family_options(family: &DbOptions) -> DbOptions {
     log
 }
 
+/// The options of the column family `name`, given the table families'.
+fn family_options(name: &str, family: &DbOptions) -> DbOptions {
+    let log = [
+        keys::PENDING_FAMILY,
+        keys::TOMBSTONES_FAMILY,
+        keys::IDS_FAMILY,
+        keys::IDS_ALT_FAMILY,
+    ];
+    if log.contains(&name) {
+        log_family_options(family)
+    } else {
+        family.clone()
+    }
+}
+
 /// The options of each named column family.
 fn descriptors(names: Vec<String>, family: &DbOptions) -> Vec<ColumnFamilyDescriptor> {
-    let log = log_family_options(family);
     names
         .into_iter()
         .map(|n| {
-            let options = if [
-                keys::PENDING_FAMILY,
-                keys::TOMBSTONES_FAMILY,
-                keys::IDS_FAMILY,
-                keys::IDS_ALT_FAMILY,
-            ]
-            .contains(&n.as_str())
-            {
-                log.clone()
-            } else {
-                family.clone()
-            };
+            let options = family_options(&n, family);
             ColumnFamilyDescriptor::new(n, options)
         })
         .collect()
@@ -245,15 +253,12 @@ impl Db {
         let names = DB::list_cf(&db_opts, &path).map_err(|e| open_error(dir, e))?;
         let tables = names.iter().filter(|n| n.starts_with("table-")).count();
         let mut expected = family_names(tables);
-        // Stores of format 2 and older have no id blocks family until
-        // they are upgraded (see `add_id_blocks_family`).
-        if !names.iter().any(|n| n == keys::ID_BLOCKS_FAMILY) {
-            expected.retain(|n| n != keys::ID_BLOCKS_FAMILY);
-        }
-        // Nor have stores of format 6 and older the second ids family
-        // (see `add_ids_alt_family`).
-        if !names.iter().any(|n| n == keys::IDS_ALT_FAMILY) {
-            expected.retain(|n| n != keys::IDS_ALT_FAMILY);
+        // Stores of older formats lack some families until they are
+        // upgraded (see `add_family`).
+        for added in UPGRADE_FAMILIES {
+            if !names.iter().any(|n| n == added) {
+                expected.retain(|n| n != added);
+            }
         }
         // Only stores created with sketches have their family; the
         // caller checks it against the manifest.
@@ -281,42 +286,23 @@ impl Db {
         })
     }
 
-    /// Whether the database has the id blocks family (stores of format 2
-    /// and older do not, until upgraded).
-    pub fn has_id_blocks_family(&self) -> bool {
-        self.db.cf_handle(keys::ID_BLOCKS_FAMILY).is_some()
+    /// Whether the database has the column family `name` (stores of older
+    /// formats lack those of [`UPGRADE_FAMILIES`] until upgraded).
+    pub fn has_family(&self, name: &str) -> bool {
+        self.db.cf_handle(name).is_some()
     }
 
-    /// Adds the id blocks family to a database that lacks it (the first
-    /// step of upgrading a store of format 2). Only on a database no
-    /// reader shares yet.
-    pub fn add_id_blocks_family(&mut self) -> Result<()> {
-        let family = self.family.lock().clone();
+    /// Adds the column family `name` (one of [`UPGRADE_FAMILIES`]), empty,
+    /// to a database that lacks it: the first step of the upgrade that
+    /// brings it. Only on a database no reader shares yet.
+    pub fn add_family(&mut self, name: &str) -> Result<()> {
+        let family = family_options(name, &self.family.lock());
         let db = std::sync::Arc::get_mut(&mut self.db).ok_or_else(|| Error::Storage {
-            context: "adding the id blocks family",
+            context: "adding a column family",
             message: "the database is shared already".into(),
         })?;
-        db.create_cf(keys::ID_BLOCKS_FAMILY, &family)
-            .map_err(db_error("adding the id blocks family"))
-    }
-
-    /// Whether the database has the second ids family (stores of format
-    /// 6 and older do not, until upgraded).
-    pub fn has_ids_alt_family(&self) -> bool {
-        self.db.cf_handle(keys::IDS_ALT_FAMILY).is_some()
-    }
-
-    /// Adds the second ids family, empty, to a database that lacks it
-    /// (the first step of upgrading a store of format 6). Only on a
-    /// database no reader shares yet.
-    pub fn add_ids_alt_family(&mut self) -> Result<()> {
-        let family = log_family_options(&self.family.lock());
-        let db = std::sync::Arc::get_mut(&mut self.db).ok_or_else(|| Error::Storage {
-            context: "adding the second ids family",
-            message: "the database is shared already".into(),
-        })?;
-        db.create_cf(keys::IDS_ALT_FAMILY, &family)
-            .map_err(db_error("adding the second ids family"))
+        db.create_cf(name, &family)
+            .map_err(db_error("adding a column family"))
     }
 
     /// Adds table families up to `tables` in all (the first step of
@@ -375,7 +361,7 @@ impl Db {
     /// Bytes the id blocks family holds on disk and in memtables, by
     /// RocksDB's accounting (0 before a store is upgraded to format 3).
     pub fn id_block_bytes(&self) -> Result<u64> {
-        if !self.has_id_blocks_family() {
+        if !self.has_family(keys::ID_BLOCKS_FAMILY) {
             return Ok(0);
         }
         self.family_bytes(self.family(keys::ID_BLOCKS_FAMILY)?)
@@ -508,7 +494,7 @@ impl Db {
         }
         names
             .iter()
-            .filter(|n| *n != keys::ID_BLOCKS_FAMILY || self.has_id_blocks_family())
+            .filter(|n| !UPGRADE_FAMILIES.contains(&n.as_str()) || self.has_family(n))
             .map(|n| self.family(n))
             .collect()
     }

@@ -140,25 +140,19 @@ pub(crate) fn open(dir: &Path, options: &Options) -> Result<Shared> {
     }
     check_compatible(&manifest, options)?;
     let mut db = db;
-    if !db.has_id_blocks_family() {
-        if manifest.version >= 3 {
+    // The first step of the upgrades to format 3 and to format 7 (see
+    // `upgrade`): the family each brings, added empty.
+    for (family, since) in [(keys::ID_BLOCKS_FAMILY, 3), (keys::IDS_ALT_FAMILY, 7)] {
+        if db.has_family(family) {
+            continue;
+        }
+        if manifest.version >= since {
             return Err(Error::corrupt(
                 Location::Database,
-                format!("column family {} is missing", keys::ID_BLOCKS_FAMILY),
+                format!("column family {family} is missing"),
             ));
         }
-        // The first step of the upgrade to format 3 (see `upgrade`).
-        db.add_id_blocks_family()?;
-    }
-    if !db.has_ids_alt_family() {
-        if manifest.version >= 7 {
-            return Err(Error::corrupt(
-                Location::Database,
-                format!("column family {} is missing", keys::IDS_ALT_FAMILY),
-            ));
-        }
-        // The first step of the upgrade to format 7 (see `upgrade`).
-        db.add_ids_alt_family()?;
+        db.add_family(family)?;
     }
     super::files::finish_interrupted(&db, dir)?;
     if manifest.version < 5 {
