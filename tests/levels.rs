@@ -607,14 +607,18 @@ fn writes_made_while_the_pending_set_merges_are_kept_across_reopen() {
         let store = Store::create(&path, &options).unwrap();
         let mut model = Model::default();
         let done = std::sync::atomic::AtomicBool::new(false);
+        // Merges that took pending fingerprints in so far.
+        let progress = std::sync::atomic::AtomicU64::new(0);
         let merges = std::thread::scope(|s| {
             let merger = s.spawn(|| {
                 let mut merges = 0u64;
                 while !done.load(std::sync::atomic::Ordering::Acquire) {
                     merges += u64::from(store.merge_due().unwrap().merged > 0);
+                    progress.store(merges, std::sync::atomic::Ordering::Release);
                 }
                 merges
             });
+            let mut seen = 0u64;
             let mut again = std::collections::VecDeque::new();
             for (i, &fp) in data.iter().enumerate() {
                 if i % 3 == 0 {
@@ -642,9 +646,17 @@ fn writes_made_while_the_pending_set_merges_are_kept_across_reopen() {
                     model.insert(old, None);
                     store.insert_fingerprint(old).unwrap();
                 }
-                // Lets the merges in on a busy machine.
+                // Lets the merges in on a busy machine; every 500 writes,
+                // waits for one more, so that merges run beside the writes
+                // however the threads are scheduled.
                 if i % 20 == 0 {
                     std::thread::yield_now();
+                }
+                if i % 500 == 499 {
+                    while progress.load(std::sync::atomic::Ordering::Acquire) <= seen {
+                        std::thread::yield_now();
+                    }
+                    seen = progress.load(std::sync::atomic::Ordering::Acquire);
                 }
             }
             done.store(true, std::sync::atomic::Ordering::Release);
