@@ -56,6 +56,39 @@ fn change(store: &Store, model: &mut Model, fp: u64, i: usize, id: &mut impl FnM
     }
 }
 
+/// A store at `path` of `options` with small blocks and merges, made
+/// only when asked, whose merges the returned pause holds when armed;
+/// it holds `bulk`'s fingerprints, each with the id `fp % 1000`, as
+/// `model` does.
+fn pausable_with(
+    path: &std::path::Path,
+    options: Options,
+    bulk: &[u64],
+    model: &mut Model,
+) -> (Store, simstore::MergePause) {
+    let pause = simstore::MergePause::new();
+    let options = options
+        .block_size(64)
+        .merge_threshold(40)
+        .manual_compaction(true)
+        .pause_merge(pause.clone());
+    let store = Store::create(path, &options).unwrap();
+    let pairs: Vec<(u64, u64)> = bulk.iter().map(|&fp| (fp, fp % 1000)).collect();
+    store.insert_many(&pairs).unwrap();
+    for &(fp, id) in &pairs {
+        model.insert(fp, Some(id));
+    }
+    (store, pause)
+}
+
+/// Ids counted up from `after` (the first is `after + 1`).
+fn ids_after(mut after: u64) -> impl FnMut() -> u64 {
+    move || {
+        after += 1;
+        after
+    }
+}
+
 /// Non-empty levels.
 fn levels_held(store: &Store) -> usize {
     store
@@ -335,23 +368,12 @@ fn writes_made_while_a_merge_into_level_0_runs_are_kept() {
     ] {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("s");
-        let pause = simstore::MergePause::new();
-        let options = Options::new()
-            .block_size(64)
-            .merge_threshold(40)
-            .manual_compaction(true)
-            .durability(simstore::Durability::Buffered)
-            .pause_merge(pause.clone());
-        let store = Store::create(&path, &options).unwrap();
         let mut rng = Rng(seed);
         let mut model = Model::default();
         let (bulk, rest) = data.split_at(1600);
         let (small, late) = rest.split_at(800);
-        let pairs: Vec<(u64, u64)> = bulk.iter().map(|&fp| (fp, fp % 1000)).collect();
-        store.insert_many(&pairs).unwrap();
-        for &(fp, id) in &pairs {
-            model.insert(fp, Some(id));
-        }
+        let buffered = Options::new().durability(simstore::Durability::Buffered);
+        let (store, pause) = pausable_with(&path, buffered, bulk, &mut model);
         // The last 40 are flushed into level 1 on their own (the ones
         // before may have gone on into level 0).
         for (i, &fp) in small.iter().enumerate() {
@@ -388,11 +410,7 @@ fn writes_made_while_a_merge_into_level_0_runs_are_kept() {
             pause.arm();
             let merge = s.spawn(|| store.compact().unwrap());
             pause.wait_held();
-            let mut next_id = 10_000u64;
-            let mut id = || {
-                next_id += 1;
-                next_id
-            };
+            let mut id = ids_after(10_000);
             for &fp in &bare {
                 let id = id();
                 model.insert(fp, Some(id));
@@ -488,25 +506,14 @@ fn writes_made_after_a_merge_into_level_0_put_its_pairs_back_are_kept() {
     ] {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("s");
-        let pause = simstore::MergePause::new();
-        let options = Options::new()
-            .block_size(64)
-            .merge_threshold(40)
-            .manual_compaction(true)
-            .pause_merge(pause.clone());
-        let store = Store::create(&path, &options).unwrap();
         let mut rng = Rng(seed);
         let mut model = Model::default();
         let bulk = &data[..1600];
         // Fingerprints new to the store, whatever the data.
         let rest = random(90, &mut Rng(seed + 100));
         let (top, rest) = rest.split_at(40);
-        let pairs: Vec<(u64, u64)> = bulk.iter().map(|&fp| (fp, fp % 1000)).collect();
-        store.insert_many(&pairs).unwrap();
+        let (store, pause) = pausable_with(&path, Options::new(), bulk, &mut model);
         store.compact().unwrap();
-        for &(fp, id) in &pairs {
-            model.insert(fp, Some(id));
-        }
         // One flush into the top, then 30 pending (fewer than the
         // threshold): with ids, with several, and without.
         for (i, &fp) in top.iter().enumerate() {
@@ -553,11 +560,7 @@ fn writes_made_after_a_merge_into_level_0_put_its_pairs_back_are_kept() {
             pause.arm_after_whole();
             let merge = s.spawn(|| store.merge_due().unwrap());
             pause.wait_held();
-            let mut next_id = 30_000u64;
-            let mut id = || {
-                next_id += 1;
-                next_id
-            };
+            let mut id = ids_after(30_000);
             let folded = bulk.iter().step_by(10).take(12);
             for (i, &fp) in pending.iter().chain(top).chain(folded).enumerate() {
                 change(&store, &mut model, fp, i, &mut id);
