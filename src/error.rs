@@ -75,7 +75,8 @@ pub enum Error {
         /// The directory.
         path: PathBuf,
     },
-    /// `create` was asked for a directory that already holds files.
+    /// `create` was asked for a directory that already holds files, or a
+    /// path that is not a directory.
     AlreadyExists {
         /// The directory.
         path: PathBuf,
@@ -164,7 +165,7 @@ impl fmt::Display for Error {
         match self {
             Self::NotAStore { path } => write!(f, "{} is not a simstore store (its SIMSTORE marker is missing or unreadable)", path.display()),
             Self::AlreadyExists { path } => {
-                write!(f, "{} already exists and is not empty; refusing to create a store there", path.display())
+                write!(f, "{} already exists and is not an empty directory; refusing to create a store there", path.display())
             }
             Self::Locked { path } => write!(f, "store {} is already open in another process or handle", path.display()),
             Self::UnsupportedVersion { what, supported, found } => {

@@ -28,7 +28,8 @@ Exit codes:
   3  malformed input line (lines before it stay committed; nothing after it is applied);
      for hash, some documents were skipped (each with a warning; the rest were processed)
   4  store cannot be opened or created as asked (not a store, already exists,
-     locked by another process, options contradicting the store, unsupported version)
+     locked by another process, options contradicting the store, unsupported version,
+     no table plan for the options)
   5  corruption detected (a query or dump hit a corrupt block, or verify found problems)
   6  query distance larger than the store's maximum distance";
 

@@ -260,6 +260,18 @@ fn store_errors_have_their_exit_codes() {
         run(&["create", d, "--tables", "7"], "").status.code(),
         Some(4)
     );
+    // A file where the store would go: refused as existing, left as it was.
+    let file = tmp.path().join("file");
+    std::fs::write(&file, b"keep").unwrap();
+    for args in [
+        vec!["create", dir_str(&file)],
+        vec!["dedup", dir_str(&file), "-"],
+    ] {
+        let out = run(&args, "some words");
+        assert_eq!(out.status.code(), Some(4), "{args:?}");
+        assert!(String::from_utf8_lossy(&out.stderr).contains("already exists"));
+    }
+    assert_eq!(std::fs::read(&file).unwrap(), b"keep");
     assert_eq!(run(&["frobnicate"], "").status.code(), Some(2));
     let help = ok(&["--help"], "");
     assert!(help.contains("Exit codes"));

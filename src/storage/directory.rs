@@ -16,8 +16,10 @@ pub fn io(path: &Path) -> impl Fn(std::io::Error) -> Error + '_ {
     }
 }
 
-/// Checks that `dir` may receive a new store (absent or empty) and makes
-/// an empty staging directory beside it to build the store in.
+/// Checks that `dir` may receive a new store (absent or an empty
+/// directory) and makes an empty staging directory beside it to build the
+/// store in. Anything else at `dir`, a file included, is
+/// [`Error::AlreadyExists`].
 pub fn staging_directory(dir: &Path) -> Result<PathBuf> {
     match fs::read_dir(dir) {
         Ok(mut entries) => {
@@ -28,6 +30,11 @@ pub fn staging_directory(dir: &Path) -> Result<PathBuf> {
             }
         }
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) if e.kind() == std::io::ErrorKind::NotADirectory => {
+            return Err(Error::AlreadyExists {
+                path: dir.to_path_buf(),
+            })
+        }
         Err(e) => return Err(io(dir)(e)),
     }
     let name = dir.file_name().ok_or_else(|| {
