@@ -710,8 +710,10 @@ impl PyStore {
         }
     }
 
-    fn __enter__(slf: Py<Self>) -> Py<Self> {
-        slf
+    /// The store itself, open (a closed store raises, as its other calls).
+    fn __enter__<'py>(slf: PyRef<'py, Self>, py: Python<'py>) -> PyResult<PyRef<'py, Self>> {
+        slf.with(py, |_| Ok(()))?;
+        Ok(slf)
     }
 
     #[pyo3(signature = (kind, _value, _traceback))]

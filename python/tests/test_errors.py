@@ -121,7 +121,11 @@ def test_opening_what_is_not_a_store(tmp_path):
         simstore.Store.create(tmp_path)
     with pytest.raises(simstore.NotAStoreError):
         simstore.Store.open_or_create(tmp_path)
+    # A file where the store would go is there already.
+    with pytest.raises(simstore.AlreadyExistsError):
+        simstore.Store.create(tmp_path / "file.txt")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["file.txt"]
+    assert (tmp_path / "file.txt").read_text() == "hello"
 
 
 def test_second_open_is_refused(store, path):
@@ -157,6 +161,9 @@ def test_closed_store(path):
     for call in (lambda: store.insert(1, 3), lambda: store.query(1), lambda: store.stats(), lambda: len(store)):
         with pytest.raises(simstore.ClosedError):
             call()
+    with pytest.raises(simstore.ClosedError):
+        with store:
+            pass
     with simstore.Store.open(path) as again:
         assert again.ids(1) == [2]
 
