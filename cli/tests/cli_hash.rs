@@ -72,6 +72,32 @@ fn files_directories_and_stdin() {
     );
 }
 
+/// A number id is named by its digits, whatever its size: two ids past 64
+/// bits are two names, not one rounded value.
+#[test]
+fn jsonl_number_ids_keep_their_digits() {
+    let input = "{\"id\":99999999999999999999,\"text\":\"one two three\"}\n\
+                 {\"id\":100000000000000000000,\"text\":\"four five six\"}\n\
+                 {\"id\":123456789012345678901234567890,\"text\":\"seven\"}\n\
+                 {\"id\":-5,\"text\":\"eight\"}\n";
+    let out = hash(&["--jsonl"], input);
+    assert_eq!(out.status.code(), Some(0));
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    let ids: Vec<&str> = stdout
+        .lines()
+        .map(|l| l.split('\t').nth(1).unwrap())
+        .collect();
+    assert_eq!(
+        ids,
+        [
+            "99999999999999999999",
+            "100000000000000000000",
+            "123456789012345678901234567890",
+            "-5"
+        ]
+    );
+}
+
 #[test]
 fn jsonl_records_and_bad_inputs() {
     let input = "{\"doc\":\"a1\",\"body\":\"The quick brown fox jumps over the lazy dog.\"}\n\
