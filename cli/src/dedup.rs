@@ -56,6 +56,8 @@ struct Log {
     /// Names read back, by sequence number (up to [`NAMES_KEPT`]): the
     /// copies of one page name the same earlier document.
     names: HashMap<u64, String>,
+    /// How many of the lines found at open decided a document new.
+    new_at_open: u64,
 }
 
 /// Names read back from the log that [`Log`] keeps at most.
@@ -84,6 +86,7 @@ impl Log {
             clashes: HashMap::new(),
             hash,
             names: HashMap::new(),
+            new_at_open: 0,
         };
         let mut good = 0u64;
         let mut reader = BufReader::with_capacity(1 << 20, File::open(&path)?);
@@ -107,6 +110,8 @@ impl Log {
                     _ => break,
                 },
             };
+            // The output line, escaped in the log's, ends the log's line.
+            log.new_at_open += u64::from(line.ends_with(br#"\"duplicate_of\":null}"}"#));
             log.offsets.push(good);
             good += line.len() as u64 + 1;
             log.end = good;
@@ -361,6 +366,7 @@ impl Dedup<'_> {
         if progress {
             eprintln!();
         }
+        self.warn_of_other_pairs(&store, &log, &counts);
         let secs = started.elapsed().as_secs_f64();
         eprintln!(
             "simstore: dedup: {} documents, {} near-duplicates, {} new, {} answered by an earlier decision on their name, {:.0} documents/s",
@@ -371,6 +377,31 @@ impl Dedup<'_> {
             counts.documents as f64 / secs.max(1e-9)
         );
         Ok(counts.skipped)
+    }
+
+    /// Warns when the store holds more pairs than the logged decisions
+    /// stored: pairs written by something else (`add`), whose ids are not
+    /// decisions. Checked once every chunk is logged (a chunk is committed,
+    /// then logged: at the start of a run after a kill, its last chunk's
+    /// pairs may be stored and not yet logged).
+    fn warn_of_other_pairs(&self, store: &Store, log: &Log, counts: &Counts) {
+        let stats = store.stats();
+        // A decision stored one pair: every document with `--similarity`
+        // (its sketch is kept), else the new ones.
+        let decided = if stats.sketches {
+            log.len()
+        } else {
+            log.new_at_open + (counts.documents - counts.duplicates - counts.repeated)
+        };
+        if stats.ids > decided {
+            eprintln!(
+                "simstore: warning: {} holds {} pair(s), {decided} of them stored by dedup's \
+                 decisions: dedup reads the store's ids as its decision numbers, so the \
+                 pairs it did not write (by add) are named wrongly or not matched",
+                self.dir.display(),
+                stats.ids
+            );
+        }
     }
 
     /// Opens the store, or creates it when `dir` is absent or empty: with

@@ -766,6 +766,15 @@ fn add_to_a_dedup_store_warns() {
     assert!(String::from_utf8(query.stdout)
         .unwrap()
         .contains("\"ids\":[7]"));
+    // `dedup` on it again warns of the pair it did not write.
+    let again = common::run_bin(
+        env!("CARGO_BIN_EXE_simstore"),
+        &["dedup", s, docs.to_str().unwrap()],
+        "",
+    );
+    assert_eq!(again.status.code(), Some(0));
+    let stderr = String::from_utf8(again.stderr).unwrap();
+    assert!(stderr.contains("pairs it did not write"), "{stderr}");
     // A store `dedup` does not keep gets no warning.
     let plain = tmp.path().join("plain");
     let p = plain.to_str().unwrap();
@@ -781,4 +790,23 @@ fn add_to_a_dedup_store_warns() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
+    // `dedup` on a store filled by `add` warns; on its own store it does not.
+    let out = common::run_bin(
+        env!("CARGO_BIN_EXE_simstore"),
+        &["dedup", p, docs.to_str().unwrap()],
+        "",
+    );
+    assert_eq!(out.status.code(), Some(0));
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    assert!(stderr.contains("pairs it did not write"), "{stderr}");
+    let own = tmp.path().join("own");
+    let o = own.to_str().unwrap();
+    simstore(&["dedup", o, docs.to_str().unwrap()]);
+    let out = common::run_bin(
+        env!("CARGO_BIN_EXE_simstore"),
+        &["dedup", o, docs.to_str().unwrap()],
+        "",
+    );
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    assert!(!stderr.contains("warning"), "{stderr}");
 }

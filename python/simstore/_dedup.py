@@ -289,7 +289,8 @@ def dedup(
             batch = list(islice(docs, chunk))
             if not batch:
                 break
-            yield from _decide(session, log, batch, run)
+            for part in _without_repeats(batch):
+                yield from _decide(session, log, part, run)
     finally:
         log.close()
         session.close()
@@ -309,11 +310,34 @@ class _Run:
         return int(name) if self.ints and seq >= self.start else name
 
 
+def _without_repeats(batch: list) -> Iterator[list]:
+    """``batch`` cut, in order, into parts in which no name repeats. A
+    repeated name is decided after the part holding its first occurrence
+    is logged: by that occurrence's logged decision, or on its own text
+    when that one had no words and was not logged, as ``simstore dedup``
+    decides one document at a time."""
+    part: list = []
+    names: set = set()
+    for item in batch:
+        try:
+            name = str(item[0])
+        except (TypeError, IndexError, KeyError):
+            name = None  # not a pair: `_decide` says so, in its turn
+        if name is not None and name in names:
+            yield part
+            part, names = [], set()
+        if name is not None:
+            names.add(name)
+        part.append(item)
+    if part:
+        yield part
+
+
 def _decide(session: DedupSession, log: _Log, batch: list, run: _Run) -> Iterator[Decision]:
     from .errors import InvalidTypeError
 
     # Per document: its recorded decision, or its place among the texts
-    # decided now (a name repeated within the batch shares the decision).
+    # decided now (no name repeats within `batch`: see `_without_repeats`).
     plan: list = []
     names: list = []
     ids: list = []
@@ -329,8 +353,6 @@ def _decide(session: DedupSession, log: _Log, batch: list, run: _Run) -> Iterato
         logged = log.logged(name)
         if logged is not None:
             plan.append(("logged", doc_id, logged[1]))
-        elif name in names:
-            plan.append(("same", doc_id, names.index(name)))
         else:
             plan.append(("new", doc_id, len(names)))
             run.ints = run.ints and type(doc_id) is int
@@ -373,4 +395,4 @@ def _decide(session: DedupSession, log: _Log, batch: list, run: _Run) -> Iterato
         if kind == "logged":
             yield _from_line(doc_id, what)
         else:
-            yield decisions[what] if kind == "new" else decisions[what]._replace(id=doc_id)
+            yield decisions[what]

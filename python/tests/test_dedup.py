@@ -207,3 +207,29 @@ def test_duplicate_of_is_the_id_as_given_across_chunks(tmp_path):
     assert got == [None, None, "1"]
     again = [d.duplicate_of for d in simstore.dedup([(9, text)], tmp_path / "a")]
     assert again == ["1"]
+
+
+@pytest.mark.skipif(cli() is None, reason="no simstore command (set SIMSTORE_CLI)")
+def test_a_name_repeated_within_a_chunk_is_decided_as_the_cli_does(tmp_path):
+    text = "some words here for the doc"
+    other = "entirely different words in this one"
+    # The first "a" has no words (skipped, not logged): the second is
+    # decided on its own text; the later repeats get the logged decisions.
+    docs = [("a", ""), ("a", text), ("b", text), ("c", other), ("c", text), ("a", other)]
+    src = tmp_path / "docs.jsonl"
+    src.write_text("".join(json.dumps({"id": n, "text": t}) + "\n" for n, t in docs))
+    out = subprocess.run([cli(), "dedup", str(tmp_path / "cli-store"), "--jsonl", str(src)], capture_output=True, text=True)
+    assert out.returncode in (0, 3), out.stderr
+    want = []
+    for line in out.stdout.splitlines():
+        d = json.loads(line)
+        of = d["duplicate_of"]
+        want.append((d["id"], int(d["fingerprint"], 16), of and of["id"], of and of["distance"]))
+    got = [
+        (d.id, d.fingerprint, d.duplicate_of, d.distance)
+        for d in simstore.dedup(docs, tmp_path / "py-store")
+        if d.fingerprint is not None
+    ]
+    assert got == want
+    assert [g[0] for g in got] == ["a", "b", "c", "c", "a"] and got[1][2] == "a"
+    assert (tmp_path / "py-store" / "dedup.log").read_bytes() == (tmp_path / "cli-store" / "dedup.log").read_bytes()
