@@ -69,8 +69,9 @@ impl fmt::Display for Location {
 #[derive(Debug)]
 #[non_exhaustive]
 pub enum Error {
-    /// The directory exists but is not a simstore store (no marker file, or
-    /// one that does not parse as a marker); nothing was written to it.
+    /// The directory is not a simstore store (it is missing, or has no
+    /// marker file, or one that does not parse as a marker); nothing was
+    /// written to it.
     NotAStore {
         /// The directory.
         path: PathBuf,
@@ -147,8 +148,9 @@ pub enum Error {
     /// Background work of the handle failed (a merge of pending
     /// fingerprints into the tables, or the reading of blocks into memory
     /// behind the open). Returned once, by the next write, `compact`,
-    /// `flush`, `sync`, `reclaim_space` or `close` on the handle, which
-    /// then does nothing else. A merge that failed to commit also poisons
+    /// `flush`, `sync`, `reclaim_space` or `close` on the handle (a write
+    /// or `compact` then does nothing else; `close` still syncs and
+    /// flushes, and returns this error first). A merge that failed to commit also poisons
     /// the handle, as any failed write does (see
     /// [`Poisoned`](Self::Poisoned)): a write racing the failure may get
     /// `Poisoned` first and leave this error to the call after it.

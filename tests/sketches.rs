@@ -482,6 +482,28 @@ fn dedup_by_similarity_rechecks_the_nearest_candidates_up_to_its_cap() {
             .max_candidates(0),
         Err(Error::InvalidArgument(_))
     ));
+    // Documents numbered past the largest id: refused, nothing stored.
+    let plain_dir = tempfile::tempdir().unwrap();
+    let plain = Store::create(plain_dir.path(), &Options::new()).unwrap();
+    let doc = |fingerprint| simstore::dedup::Candidate {
+        fingerprint,
+        sketch: None,
+        volatility: None,
+    };
+    let dedup = Deduper::new(&plain, None, None).unwrap();
+    assert!(matches!(
+        dedup.decide(u64::MAX, &[doc(1), doc(2)]),
+        Err(Error::InvalidArgument(_))
+    ));
+    assert_eq!(plain.stats().ids, 0);
+    let far = !0x0f0f_u64;
+    assert_eq!(
+        dedup
+            .decide(u64::MAX - 1, &[doc(0x0f0f), doc(far)])
+            .unwrap(),
+        [None, None]
+    );
+    assert_eq!(plain.ids(far).unwrap(), [u64::MAX]);
 }
 
 /// An exact copy's shortcut takes the bar of the candidates the decision

@@ -164,7 +164,8 @@ impl<'s> Deduper<'s> {
     /// ([`Store::query_probabilistic`]) for the documents that come with
     /// a volatility: on a one-table store, a near-duplicate whose header
     /// differs in bits the search does not flip is missed (the document
-    /// is then taken as new).
+    /// is then taken as new). Deciding by similarity
+    /// ([`Deduper::new`]'s threshold) queries exactly whatever this says.
     pub fn probabilistic(mut self, budget: Budget) -> Self {
         self.probabilistic = Some(budget);
         self
@@ -185,6 +186,13 @@ impl<'s> Deduper<'s> {
     /// per document, the earlier document it is a near-duplicate of, or
     /// `None` for a new one.
     pub fn decide(&self, first_seq: u64, docs: &[Candidate]) -> Result<Vec<Option<Earlier>>> {
+        let last = (docs.len() as u64).saturating_sub(1);
+        if first_seq.checked_add(last).is_none() {
+            return Err(Error::InvalidArgument(format!(
+                "{} documents numbered from {first_seq} run past the largest id",
+                docs.len()
+            )));
+        }
         let mut decided = Vec::with_capacity(docs.len());
         let mut inserts = Vec::new();
         // Documents of this batch that are being stored: (seq, fp, sketch).

@@ -373,7 +373,9 @@ impl Store {
     }
 
     /// Applies a mixed sequence of changes, in order, as one atomic commit.
-    /// Returns, per op, whether it changed the store.
+    /// Returns, per op, whether it changed the store: a new fingerprint or
+    /// pair, or something removed (an [`Op::InsertSketched`] of a pair
+    /// stored already replaces its sketch and reports `false`).
     pub fn apply(&self, ops: Vec<Op>) -> Result<Vec<bool>> {
         self.shared.take_background_error()?;
         write::submit(&self.shared, ops)
@@ -472,7 +474,7 @@ impl Store {
     /// one-table store ([`Options::tables`]`(1)`): the runs of the query's
     /// header and of the headers with its likeliest bit flips, taken by
     /// [`volatility`](crate::simhash::Volatility) until `budget` (by
-    /// default an expected recall of 95% under the flip model, see
+    /// default an expected recall of 98.5% under the flip model, see
     /// [`Budget`]). Every answer is a true match
     /// (sorted as [`query`](Self::query)'s); a match whose header differs
     /// in bits the search did not flip is missed. On a store of several
@@ -602,7 +604,9 @@ impl Store {
     /// until it returns, and so do queries once a write waits (`simstore
     /// dump` of 10M pairs, tables read from disk and every line printed,
     /// takes about 4 s). Corruption found on the way is returned as an
-    /// error.
+    /// error. `visit` must not write to this store (the write would wait
+    /// for `export` to return, which waits for `visit`: a deadlock), nor
+    /// query it while another thread may be writing.
     ///
     /// ```
     /// # fn main() -> simstore::Result<()> {

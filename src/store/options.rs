@@ -229,10 +229,11 @@ impl Options {
         self
     }
 
-    /// Most bytes of compressed tables to hold in memory (default: half
-    /// the machine's physical memory, by `/proc/meminfo`; unlimited where
-    /// that cannot be read). When the tables take more at open, by
-    /// RocksDB's accounting of their families, blocks stay on disk: the
+    /// Most bytes of compressed tables and id blocks to hold in memory
+    /// (default: half the machine's physical memory, by `/proc/meminfo`;
+    /// unlimited where that cannot be read). When the tables and the id
+    /// blocks together take more at open, by RocksDB's accounting of their
+    /// families, blocks (and id blocks) stay on disk: the
     /// handle keeps only the block keys and sizes, and every probe reads
     /// its blocks through RocksDB (and its block cache), CRC-checking
     /// each read. Only level 0's tables stay on disk so: the other levels
