@@ -94,6 +94,18 @@ fn contradicting_options_on_reopen() {
     }
     // Matching creation options are fine.
     drop(Store::open(&path, &Options::new().max_distance(3).tables(4)).unwrap());
+    // A one-table store's expected size also sets its header's width: a
+    // size that gives another width contradicts the store, one that gives
+    // the same does not.
+    let one = dir.path().join("one");
+    let ten_million = Options::new().tables(1).expected_size(10_000_000);
+    drop(Store::create(&one, &ten_million).unwrap());
+    match Store::open(&one, &Options::new().tables(1).expected_size(1_000_000_000)) {
+        Err(Error::IncompatibleOptions { option, .. }) => assert_eq!(option, "expected_size"),
+        other => panic!("expected IncompatibleOptions, got {other:?}"),
+    }
+    drop(Store::open(&one, &Options::new().tables(1).expected_size(11_000_000)).unwrap());
+    drop(Store::open(&one, &ten_million).unwrap());
 }
 
 #[test]
