@@ -38,8 +38,7 @@ def _name_hash(name: str) -> int:
 class Decision(NamedTuple):
     """What became of one document."""
 
-    #: The document's id, as given (or, for a document decided by an
-    #: earlier run, as the log recorded it: ``str(id)``).
+    #: The document's id, as given.
     id: Any
     #: Its fingerprint; ``None`` for a document without words, which is
     #: neither stored nor logged.
@@ -393,6 +392,12 @@ def _decide(session: DedupSession, log: _Log, batch: list, run: _Run) -> Iterato
     log.append(entries)
     for kind, doc_id, what in plan:
         if kind == "logged":
-            yield _from_line(doc_id, what)
+            decision = _from_line(doc_id, what)
+            if decision.duplicate_of is not None:
+                # Named as a decision of this run names it.
+                hit = log.logged(decision.duplicate_of)
+                if hit is not None:
+                    decision = decision._replace(duplicate_of=run.id_of(hit[0], decision.duplicate_of))
+            yield decision
         else:
             yield decisions[what]

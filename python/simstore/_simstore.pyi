@@ -69,8 +69,11 @@ class Store:
         ``max_distance`` (default 3), ``expected_size`` (default 10M) and
         ``tables`` shape the table plan and are stored; ``durability``
         ("sync": every acknowledged write is fsynced; "buffered": a killed
-        process loses nothing, a power cut at most the last second),
-        ``memory_budget`` (bytes of tables held in memory; default: all),
+        process loses nothing, a power cut the writes acknowledged since the
+        last fsync, which the first write at least a second after the
+        previous one, ``sync()`` and ``close()`` perform),
+        ``memory_budget`` (bytes of tables and id blocks held in memory;
+        default: half of physical memory),
         ``query_threads`` and ``merge_threshold`` (pending fingerprints that
         start a background merge, default 65,536) apply to this handle.
         Raises ``AlreadyExistsError`` when ``path`` holds files.
@@ -91,8 +94,8 @@ class Store:
         ``max_distance`` and ``tables`` must match, ``expected_size`` must
         give the stored table plan (another size that gives the same plan
         is accepted). Raises ``NotAStoreError`` for a directory that is not
-        a store and ``LockedError`` when the store is open elsewhere (or in
-        the process this one was forked from)."""
+        a store and ``LockedError`` when the store is open elsewhere, or
+        was open in the process this one was forked from when it forked."""
     @staticmethod
     def open_or_create(
         path: PathLike,
@@ -113,7 +116,8 @@ class Store:
         """The largest distance queries may ask for."""
     @property
     def closed(self) -> bool:
-        """Whether ``close()`` was called."""
+        """Whether ``close()`` was called, or this process was forked from
+        the one that opened the store (the handle is then unusable)."""
     def wait_warm(self) -> None:
         """Waits until the tables are held in memory: an open loads them in
         the background, and until then queries read what they need from
@@ -223,7 +227,9 @@ class Store:
     def close(self) -> None:
         """Waits for background work, syncs and releases the store; raises
         what failed. Closing twice does nothing; other calls on a closed
-        store raise ``ClosedError``."""
+        store raise ``ClosedError``. In a child forked from the process that
+        opened the store, this and every other call raise ``LockedError``
+        (the parent's store is left open)."""
     def __enter__(self) -> Store: ...
     def __exit__(self, kind: Any, value: Any, traceback: Any) -> bool: ...
     def __len__(self) -> int:

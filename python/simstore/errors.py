@@ -100,8 +100,8 @@ class PoisonedError(Error):
 
 class BackgroundError(Error):
     """Background work of the handle (a merge, the loading of tables into
-    memory) failed; raised once, by the next write, ``compact``, ``flush``
-    or ``close``. Attribute ``task``; the underlying error is the
+    memory) failed; raised once, by the next write, ``compact``, ``flush``,
+    ``sync`` or ``close``. Attribute ``task``; the underlying error is the
     ``__cause__``."""
 
 

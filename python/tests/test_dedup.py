@@ -233,3 +233,13 @@ def test_a_name_repeated_within_a_chunk_is_decided_as_the_cli_does(tmp_path):
     assert got == want
     assert [g[0] for g in got] == ["a", "b", "c", "c", "a"] and got[1][2] == "a"
     assert (tmp_path / "py-store" / "dedup.log").read_bytes() == (tmp_path / "cli-store" / "dedup.log").read_bytes()
+
+
+def test_a_repeated_id_names_the_earlier_document_as_its_first_decision_did(tmp_path):
+    text = "one two three four five six seven eight"
+    out = list(simstore.dedup([(1, text), (2, text), (2, text), (3, "")], tmp_path / "s"))
+    assert out[1].duplicate_of == 1 and type(out[1].duplicate_of) is int
+    assert out[2] == out[1]
+    # A later run names documents of earlier runs as the log recorded them.
+    again = list(simstore.dedup([(2, text)], tmp_path / "s"))
+    assert again == [out[1]._replace(duplicate_of="1")]
