@@ -504,16 +504,17 @@ def match_against(
 ) -> "DataFrame":
     """Every (batch row, collection row) pair within distance ``k``: the
     batch mode of Manku et al. §3.3. The batch's distinct fingerprints are
-    collected on the driver and broadcast; each executor indexes them once
-    (every table of the plan, in memory) and every collection partition is
-    scanned once, with no shuffle of the collection.
+    collected on the driver and broadcast; each Python worker of an
+    executor (one per task it runs at once, reused across tasks) indexes
+    them once (every table of the plan, in memory) and every collection
+    partition is scanned once, with no shuffle of the collection.
 
     Columns: ``batch_fp``, ``collection_fp`` (in each input's type),
     ``distance``, and the ids when ``batch_id`` / ``collection_id`` are
     given (then one row per pair of rows; otherwise one per pair of a
     batch fingerprint and a collection row). The batch must fit in the
-    driver's and every executor's memory (8 bytes a fingerprint per table
-    of the plan)."""
+    driver's memory, and in every Python worker's (8 bytes a fingerprint
+    per table of the plan, once per task slot of an executor)."""
     import pandas as pd
 
     F, _ = _spark()
