@@ -72,6 +72,14 @@ fn files_directories_and_stdin() {
     );
 }
 
+/// The names (second fields) of `hash`'s output lines.
+fn names(stdout: &str) -> Vec<&str> {
+    stdout
+        .lines()
+        .map(|l| l.split('\t').nth(1).unwrap())
+        .collect()
+}
+
 /// A number id is named by its digits, whatever its size: two ids past 64
 /// bits are two names, not one rounded value.
 #[test]
@@ -83,10 +91,7 @@ fn jsonl_number_ids_keep_their_digits() {
     let out = hash(&["--jsonl"], input);
     assert_eq!(out.status.code(), Some(0));
     let stdout = String::from_utf8(out.stdout).unwrap();
-    let ids: Vec<&str> = stdout
-        .lines()
-        .map(|l| l.split('\t').nth(1).unwrap())
-        .collect();
+    let ids = names(&stdout);
     assert_eq!(
         ids,
         [
@@ -112,10 +117,7 @@ fn jsonl_records_and_bad_inputs() {
     );
     assert_eq!(out.status.code(), Some(3));
     let stdout = String::from_utf8(out.stdout).unwrap();
-    let ids: Vec<&str> = stdout
-        .lines()
-        .map(|l| l.split('\t').nth(1).unwrap())
-        .collect();
+    let ids = names(&stdout);
     assert_eq!(ids, ["a1", "7"]);
     let stderr = String::from_utf8(out.stderr).unwrap();
     assert!(
