@@ -89,7 +89,7 @@ fn example_index_record_matches_the_document() {
 fn example_manifest_matches_the_document() {
     use simstore::format::manifest::Manifest;
     let manifest = Manifest {
-        version: 6,
+        version: simstore::format::FORMAT_VERSION,
         plan: simstore::plan::Plan::new(0, 1).unwrap(),
         block_size: 1024,
         expected_size: 10_000_000,
@@ -111,7 +111,7 @@ fn example_manifest_matches_the_document() {
 fn example_one_table_manifest_matches_the_document() {
     use simstore::format::manifest::Manifest;
     let manifest = Manifest {
-        version: 6,
+        version: simstore::format::FORMAT_VERSION,
         plan: simstore::plan::Plan::for_size(3, 10_000_000, Some(1)).unwrap(),
         block_size: 1024,
         expected_size: 10_000_000,
