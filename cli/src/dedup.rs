@@ -110,8 +110,7 @@ impl Log {
                     _ => break,
                 },
             };
-            // The output line, escaped in the log's, ends the log's line.
-            log.new_at_open += u64::from(line.ends_with(br#"\"duplicate_of\":null}"}"#));
+            log.new_at_open += u64::from(simstore::dedup::log::decided_new(&line));
             log.offsets.push(good);
             good += line.len() as u64 + 1;
             log.end = good;

@@ -42,6 +42,30 @@ pub fn name_of(line: &[u8], seq: u64) -> Option<&str> {
     string_rest(&after[2..]).then_some(name)
 }
 
+/// What ends a log line in the layout the log is written in whose
+/// decision is that its document is new (the decision's `null}`, then the
+/// string's and the line's ends).
+const NEW_END: &[u8] = b"\\\"duplicate_of\\\":null}\"}";
+
+/// Whether log line `line` (without its end), in the layout the log is
+/// written in, records a document decided new (and so stored; a
+/// near-duplicate is stored only by a store that keeps sketches).
+///
+/// ```
+/// use simstore::dedup::log::decided_new;
+///
+/// let new = br#"{"seq":7,"line":"{\"id\":\"a\",\"fingerprint\":\"00000000000000ff\",\"duplicate_of\":null}"}"#;
+/// let near = br#"{"seq":8,"line":"{\"id\":\"b\",\"fingerprint\":\"00000000000000fe\",\"duplicate_of\":{\"id\":\"a\",\"fingerprint\":\"00000000000000ff\",\"distance\":1}}"}"#;
+/// assert!(decided_new(new));
+/// assert!(!decided_new(near));
+/// ```
+pub fn decided_new(line: &[u8]) -> bool {
+    // The decision line is escaped as a whole inside the log's: a name
+    // ending with these characters has its quotes escaped twice, so only
+    // the decision's own field ends the line so.
+    line.ends_with(NEW_END)
+}
+
 /// Whether `rest` is the rest of a JSON string literal that ends the
 /// line: characters without a bare quote or control character, escapes,
 /// then `"}`.
