@@ -213,10 +213,10 @@ fn check_compatible(m: &Manifest, o: &Options) -> Result<()> {
     if let Some(size) = o.expected_size {
         // The size shapes the plan through its blocks, and a one-table
         // plan through its header width too.
-        let blocks = crate::plan::choose_blocks(k, size, o.tables)?;
-        let header = (blocks == 1 && k > 0).then(|| crate::plan::header_width(size));
-        if (blocks != m.plan.blocks() || header != m.plan.header_bits()) && size != m.expected_size
-        {
+        let asked = crate::plan::Plan::for_size(k, size, o.tables)?;
+        let differs =
+            asked.blocks() != m.plan.blocks() || asked.header_bits() != m.plan.header_bits();
+        if differs && size != m.expected_size {
             return mismatch(
                 "expected_size",
                 m.expected_size.to_string(),
