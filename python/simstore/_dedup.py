@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import warnings
 from array import array
 from itertools import islice
 from typing import Any, Iterable, Iterator, NamedTuple, Optional, Tuple, Union
@@ -77,6 +78,8 @@ class _Log:
         self.seqs: dict = {}
         self.clashes: dict = {}
         self.names: dict = {}
+        #: Lines whose document was decided new (and so stored).
+        self.new = 0
         if not os.path.exists(self.path):
             open(self.path, "ab").close()
         self.reader = open(self.path, "rb", buffering=0)  # appended to while open
@@ -85,7 +88,10 @@ class _Log:
                 # The lines in the layout the log is written in, natively,
                 # a slice at a time; then one other line (a name with
                 # escapes), parsed here.
-                starts, hashes, self.end = scan_log(self.path, self.end, len(self.offsets), _HASH_MASK, _SCAN_LINES)
+                starts, hashes, self.end, new = scan_log(
+                    self.path, self.end, len(self.offsets), _HASH_MASK, _SCAN_LINES
+                )
+                self.new += new
                 self._index(starts, hashes)
                 if len(starts) == _SCAN_LINES:
                     continue
@@ -96,6 +102,7 @@ class _Log:
                     break
                 self.offsets.append(self.end)
                 self.end += len(raw)
+                self.new += _decided_new(raw)
                 self._remember(entry[1], entry[0])
         if os.path.getsize(self.path) != self.end:
             with open(self.path, "r+b") as f:
@@ -172,6 +179,7 @@ class _Log:
         for i, ((name, _), raw) in enumerate(zip(entries, out)):
             self.offsets.append(self.end)
             self.end += len(raw)
+            self.new += _decided_new(raw)
             self._remember(name, first + i)
 
     def close(self) -> None:
@@ -180,6 +188,16 @@ class _Log:
 
 
 _DECODER = json.JSONDecoder()
+
+
+def _decided_new(raw: bytes) -> bool:
+    """Whether log line ``raw`` decided its document new (as
+    ``simstore::dedup::log::decided_new`` reads the lines of this layout)."""
+    return raw.rstrip(b"\n").endswith(_NEW_END)
+
+
+#: What ends a log line whose document was decided new.
+_NEW_END = b'\\"duplicate_of\\":null}"}'
 
 
 def _parse(raw: bytes) -> Optional[Tuple[int, str, str]]:
@@ -264,7 +282,10 @@ def dedup(
     fingerprinted ``chunk`` at a time on all cores, and each chunk's new
     documents are committed, then logged, before its decisions are
     yielded. Ids are recorded in the log as ``str(id)``; a document whose
-    id the log already holds gets its recorded decision again.
+    id the log already holds gets its recorded decision again. Once the
+    documents are exhausted, a ``RuntimeWarning`` says so when the store
+    holds pairs no logged decision stored (written by ``Store.add`` or
+    ``simstore add``): their ids are read as decision numbers.
 
     The store stays open (and locked) until the generator is exhausted or
     closed; use it in a ``for`` loop, or close it with ``.close()``.
@@ -290,9 +311,30 @@ def dedup(
                 break
             for part in _without_repeats(batch):
                 yield from _decide(session, log, part, run)
+        _warn_of_other_pairs(session, log, path)
     finally:
         log.close()
         session.close()
+
+
+def _warn_of_other_pairs(session: DedupSession, log: _Log, path: Union[str, os.PathLike]) -> None:
+    """Warns, as ``simstore dedup`` does, when the store holds more pairs
+    than the logged decisions stored: pairs written by something else
+    (``Store.add``, ``simstore add``), whose ids are not decisions. Checked
+    once every chunk is logged (a rerun after a kill starts with its last
+    chunk stored and not yet logged)."""
+    pairs, sketches = session.stored()
+    # A decision stored one pair: every document with sketches, else the
+    # new ones.
+    decided = len(log) if sketches else log.new
+    if pairs > decided:
+        warnings.warn(
+            f"{os.fspath(path)} holds {pairs} pair(s), {decided} of them stored by dedup's "
+            "decisions: dedup reads the store's ids as its decision numbers, so the pairs "
+            "it did not write (by add) are named wrongly or not matched",
+            RuntimeWarning,
+            stacklevel=3,
+        )
 
 
 class _Run:

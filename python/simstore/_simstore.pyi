@@ -290,6 +290,7 @@ class DedupSession:
     def decide(
         self, texts: list[str], first_seq: int
     ) -> list[Optional[tuple[int, Optional[tuple[int, int, int, Optional[float]]]]]]: ...
+    def stored(self) -> tuple[int, bool]: ...
     def close(self) -> None: ...
 
 #: Three arrays of one length: two of uint64 and one of uint32.
@@ -349,8 +350,9 @@ def log_name_hash(name: str, mask: int) -> int:
 
 def scan_log(
     path: PathLike, start: int, seq: int, mask: int, limit: int
-) -> tuple[npt.NDArray[np.uint64], npt.NDArray[np.uint64], int]:
+) -> tuple[npt.NDArray[np.uint64], npt.NDArray[np.uint64], int, int]:
     """Reads the decision log at ``path`` from byte ``start`` (the line
     numbered ``seq``): the starts of up to ``limit`` lines in the layout the
     log is written in and their names' hashes, up to the first other line;
-    and where the next line begins."""
+    where the next line begins; and how many of those lines decided their
+    document new."""

@@ -178,6 +178,17 @@ impl DedupSession {
         result.or_raise(py)?.ok_or_else(|| errors::closed(py))
     }
 
+    /// `(pairs, sketches)`: the pairs the store holds, and whether it
+    /// keeps sketches (a decision then stores its document's pair whether
+    /// new or not).
+    fn stored(&self, py: Python<'_>) -> PyResult<(u64, bool)> {
+        self.owner.check(py, &self.path)?;
+        let store = self.store.lock();
+        let store = store.as_ref().ok_or_else(|| errors::closed(py))?;
+        let stats = py.detach(|| store.stats());
+        Ok((stats.ids, stats.sketches))
+    }
+
     /// Closes the store; raises what failed.
     fn close(&self, py: Python<'_>) -> PyResult<()> {
         self.owner.check(py, &self.path)?;

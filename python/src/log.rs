@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 
 use numpy::{IntoPyArray, PyArray1};
 use pyo3::prelude::*;
-use simstore::dedup::log::name_of;
+use simstore::dedup::log::{decided_new, name_of};
 
 /// The hash of a document name in the log's index (SipHash with fixed
 /// keys, of the name's UTF-8 bytes), masked by `mask` (tests make names
@@ -32,14 +32,23 @@ fn hash(bytes: &[u8]) -> u64 {
     h.finish()
 }
 
-/// Where lines start, their names' hashes, and where the next begins.
-type Lines<'py> = (Bound<'py, PyArray1<u64>>, Bound<'py, PyArray1<u64>>, u64);
+/// Where lines start, their names' hashes, where the next begins, and
+/// how many of the lines decided their document new.
+type Lines<'py> = (
+    Bound<'py, PyArray1<u64>>,
+    Bound<'py, PyArray1<u64>>,
+    u64,
+    u64,
+);
 
 /// Reads the log at `path` from byte `start`, where the line numbered
 /// `seq` begins: the start of each whole line in the log's layout, its
 /// number the next one, and its name's hash ([`log_name_hash`] with
 /// `mask`), up to the first line that is not one or `limit` lines;
-/// returns the starts, the hashes and where the next line begins.
+/// returns the starts, the hashes, where the next line begins and how
+/// many of the lines decided their document new
+/// ([`decided_new`]: the documents a store without sketches holds a pair
+/// of).
 #[pyfunction]
 pub fn scan_log<'py>(
     py: Python<'py>,
@@ -49,11 +58,11 @@ pub fn scan_log<'py>(
     mask: u64,
     limit: usize,
 ) -> PyResult<Lines<'py>> {
-    let (starts, hashes, stop) = py.detach(|| scan(&path, start, seq, mask, limit))?;
-    Ok((starts.into_pyarray(py), hashes.into_pyarray(py), stop))
+    let (starts, hashes, stop, new) = py.detach(|| scan(&path, start, seq, mask, limit))?;
+    Ok((starts.into_pyarray(py), hashes.into_pyarray(py), stop, new))
 }
 
-type Scanned = (Vec<u64>, Vec<u64>, u64);
+type Scanned = (Vec<u64>, Vec<u64>, u64, u64);
 
 fn scan(
     path: &Path,
@@ -67,17 +76,20 @@ fn scan(
     let mut reader = BufReader::with_capacity(1 << 20, file);
     let (mut starts, mut hashes) = (Vec::new(), Vec::new());
     let mut at = start;
+    let mut new = 0;
     let mut line = Vec::new();
     while starts.len() < limit {
         line.clear();
         let read = reader.read_until(b'\n', &mut line)?;
-        let Some(name) = line.strip_suffix(b"\n").and_then(|l| name_of(l, seq)) else {
-            return Ok((starts, hashes, at));
+        let whole = line.strip_suffix(b"\n");
+        let Some(name) = whole.and_then(|l| name_of(l, seq)) else {
+            return Ok((starts, hashes, at, new));
         };
+        new += u64::from(whole.is_some_and(decided_new));
         starts.push(at);
         hashes.push(hash(name.as_bytes()) & mask);
         at += read as u64;
         seq += 1;
     }
-    Ok((starts, hashes, at))
+    Ok((starts, hashes, at, new))
 }

@@ -243,3 +243,38 @@ def test_a_repeated_id_names_the_earlier_document_as_its_first_decision_did(tmp_
     # A later run names documents of earlier runs as the log recorded them.
     again = list(simstore.dedup([(2, text)], tmp_path / "s"))
     assert again == [out[1]._replace(duplicate_of="1")]
+
+
+def test_pairs_dedup_did_not_store_are_warned_of(tmp_path):
+    import warnings
+
+    # A name with a quote is logged in a layout the native reader leaves
+    # to the Python one: both count the documents decided new.
+    docs = corpus(5, 200) + [('quoted "name"', "words of a document decided new here")]
+
+    def run(path, documents, **kwargs):
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            out = list(simstore.dedup(documents, path, chunk=32, **kwargs))
+        return out, [str(w.message) for w in caught if issubclass(w.category, RuntimeWarning)]
+
+    for kwargs in [{}, {"similarity": 0.8}]:
+        path = tmp_path / f"own-{len(kwargs)}"
+        out, warned = run(path, docs, **kwargs)
+        assert warned == [], warned
+        assert any(d.is_duplicate for d in out) and any(not d.is_duplicate for d in out)
+        # A rerun reads the log back: still its own pairs only.
+        assert run(path, docs, **kwargs)[1] == []
+        assert run(path, docs + [("later", "yet another new document text")], **kwargs)[1] == []
+    # A pair written by `add` beside the decisions' is warned of at the end.
+    path = tmp_path / "own-0"
+    with simstore.Store.open(path) as store:
+        store.insert(0x0123456789ABCDEF, 7)
+    _, warned = run(path, docs)
+    assert len(warned) == 1 and "pairs it did not write" in warned[0], warned
+    # So is a store filled by `add` alone.
+    plain = tmp_path / "plain"
+    with simstore.Store.create(plain) as store:
+        store.insert(0x0123456789ABCDEF, 7)
+    _, warned = run(plain, docs[:10])
+    assert len(warned) == 1 and "holds" in warned[0], warned
