@@ -284,7 +284,7 @@ def dedup(
     yielded. Ids are recorded in the log as ``str(id)``; a document whose
     id the log already holds gets its recorded decision again. Once the
     documents are exhausted, a ``RuntimeWarning`` says so when the store
-    holds pairs no logged decision stored (written by ``Store.add`` or
+    holds pairs no logged decision stored (written by ``Store.insert`` or
     ``simstore add``): their ids are read as decision numbers.
 
     The store stays open (and locked) until the generator is exhausted or
@@ -320,7 +320,7 @@ def dedup(
 def _warn_of_other_pairs(session: DedupSession, log: _Log, path: Union[str, os.PathLike]) -> None:
     """Warns, as ``simstore dedup`` does, when the store holds more pairs
     than the logged decisions stored: pairs written by something else
-    (``Store.add``, ``simstore add``), whose ids are not decisions. Checked
+    (``Store.insert``, ``simstore add``), whose ids are not decisions. Checked
     once every chunk is logged (a rerun after a kill starts with its last
     chunk stored and not yet logged)."""
     pairs, sketches = session.stored()

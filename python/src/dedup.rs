@@ -183,9 +183,8 @@ impl DedupSession {
     /// new or not).
     fn stored(&self, py: Python<'_>) -> PyResult<(u64, bool)> {
         self.owner.check(py, &self.path)?;
-        let store = self.store.lock();
-        let store = store.as_ref().ok_or_else(|| errors::closed(py))?;
-        let stats = py.detach(|| store.stats());
+        let stats = py.detach(|| self.store.lock().as_ref().map(Store::stats));
+        let stats = stats.ok_or_else(|| errors::closed(py))?;
         Ok((stats.ids, stats.sketches))
     }
 

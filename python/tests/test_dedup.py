@@ -245,12 +245,18 @@ def test_a_repeated_id_names_the_earlier_document_as_its_first_decision_did(tmp_
     assert again == [out[1]._replace(duplicate_of="1")]
 
 
-def test_pairs_dedup_did_not_store_are_warned_of(tmp_path):
+def test_pairs_dedup_did_not_store_are_warned_of(tmp_path, monkeypatch):
     import warnings
 
+    from simstore import _dedup
+
+    # The log read back a few lines at a time, so that the count of
+    # documents decided new is summed over several native reads.
+    monkeypatch.setattr(_dedup, "_SCAN_LINES", 7)
     # A name with a quote is logged in a layout the native reader leaves
     # to the Python one: both count the documents decided new.
-    docs = corpus(5, 200) + [('quoted "name"', "words of a document decided new here")]
+    quoted = ('quoted "name"', "words of a document decided new here")
+    docs = corpus(5, 200) + [quoted]
 
     def run(path, documents, **kwargs):
         with warnings.catch_warnings(record=True) as caught:
@@ -263,16 +269,21 @@ def test_pairs_dedup_did_not_store_are_warned_of(tmp_path):
         out, warned = run(path, docs, **kwargs)
         assert warned == [], warned
         assert any(d.is_duplicate for d in out) and any(not d.is_duplicate for d in out)
-        # A rerun reads the log back: still its own pairs only.
+        assert out[-1].id == quoted[0] and not out[-1].is_duplicate
+        # A rerun reads the log back: still its own pairs only, also past
+        # a torn last line (a kill while appending), which is dropped.
         assert run(path, docs, **kwargs)[1] == []
+        seq = (path / "dedup.log").read_bytes().count(b"\n")
+        with open(path / "dedup.log", "ab") as log:
+            log.write(b'{"seq":%d,"line":"{\\"id\\":\\"torn' % seq)
         assert run(path, docs + [("later", "yet another new document text")], **kwargs)[1] == []
-    # A pair written by `add` beside the decisions' is warned of at the end.
+    # A pair written by `insert` beside the decisions' is warned of at the end.
     path = tmp_path / "own-0"
     with simstore.Store.open(path) as store:
         store.insert(0x0123456789ABCDEF, 7)
     _, warned = run(path, docs)
     assert len(warned) == 1 and "pairs it did not write" in warned[0], warned
-    # So is a store filled by `add` alone.
+    # So is a store filled by `insert` alone.
     plain = tmp_path / "plain"
     with simstore.Store.create(plain) as store:
         store.insert(0x0123456789ABCDEF, 7)
