@@ -379,27 +379,15 @@ impl Dedup<'_> {
     }
 
     /// Warns when the store holds more pairs than the logged decisions
-    /// stored: pairs written by something else (`add`), whose ids are not
-    /// decisions. Checked once every chunk is logged (a chunk is committed,
-    /// then logged: at the start of a run after a kill, its last chunk's
-    /// pairs may be stored and not yet logged).
+    /// stored ([`simstore::dedup::log::other_pairs`]), once every chunk is
+    /// logged.
     fn warn_of_other_pairs(&self, store: &Store, log: &Log, counts: &Counts) {
         let stats = store.stats();
-        // A decision stored one pair: every document with `--similarity`
-        // (its sketch is kept), else the new ones.
-        let decided = if stats.sketches {
-            log.len()
-        } else {
-            log.new_at_open + (counts.documents - counts.duplicates - counts.repeated)
-        };
-        if stats.ids > decided {
-            eprintln!(
-                "simstore: warning: {} holds {} pair(s), {decided} of them stored by dedup's \
-                 decisions: dedup reads the store's ids as its decision numbers, so the \
-                 pairs it did not write (by add) are named wrongly or not matched",
-                self.dir.display(),
-                stats.ids
-            );
+        let logged_new = log.new_at_open + (counts.documents - counts.duplicates - counts.repeated);
+        if let Some(warning) =
+            simstore::dedup::log::other_pairs(stats.ids, stats.sketches, log.len(), logged_new)
+        {
+            eprintln!("simstore: warning: {} {warning}", self.dir.display());
         }
     }
 

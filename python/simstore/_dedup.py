@@ -16,7 +16,7 @@ from array import array
 from itertools import islice
 from typing import Any, Iterable, Iterator, NamedTuple, Optional, Tuple, Union
 
-from ._simstore import DedupSession, Fingerprinter, log_name_hash, scan_log
+from ._simstore import DedupSession, Fingerprinter, log_decided_new, log_name_hash, scan_log
 
 __all__ = ["Decision", "dedup"]
 
@@ -191,13 +191,8 @@ _DECODER = json.JSONDecoder()
 
 
 def _decided_new(raw: bytes) -> bool:
-    """Whether log line ``raw`` decided its document new (as
-    ``simstore::dedup::log::decided_new`` reads the lines of this layout)."""
-    return raw.rstrip(b"\n").endswith(_NEW_END)
-
-
-#: What ends a log line whose document was decided new.
-_NEW_END = b'\\"duplicate_of\\":null}"}'
+    """Whether log line ``raw`` decided its document new."""
+    return log_decided_new(raw.rstrip(b"\n"))
 
 
 def _parse(raw: bytes) -> Optional[Tuple[int, str, str]]:
@@ -323,18 +318,9 @@ def _warn_of_other_pairs(session: DedupSession, log: _Log, path: Union[str, os.P
     (``Store.insert``, ``simstore add``), whose ids are not decisions. Checked
     once every chunk is logged (a rerun after a kill starts with its last
     chunk stored and not yet logged)."""
-    pairs, sketches = session.stored()
-    # A decision stored one pair: every document with sketches, else the
-    # new ones.
-    decided = len(log) if sketches else log.new
-    if pairs > decided:
-        warnings.warn(
-            f"{os.fspath(path)} holds {pairs} pair(s), {decided} of them stored by dedup's "
-            "decisions: dedup reads the store's ids as its decision numbers, so the pairs "
-            "it did not write (by add) are named wrongly or not matched",
-            RuntimeWarning,
-            stacklevel=3,
-        )
+    warning = session.other_pairs(len(log), log.new)
+    if warning is not None:
+        warnings.warn(f"{os.fspath(path)} {warning}", RuntimeWarning, stacklevel=3)
 
 
 class _Run:

@@ -290,7 +290,7 @@ class DedupSession:
     def decide(
         self, texts: list[str], first_seq: int
     ) -> list[Optional[tuple[int, Optional[tuple[int, int, int, Optional[float]]]]]]: ...
-    def stored(self) -> tuple[int, bool]: ...
+    def other_pairs(self, logged: int, logged_new: int) -> Optional[str]: ...
     def close(self) -> None: ...
 
 #: Three arrays of one length: two of uint64 and one of uint32.
@@ -343,6 +343,10 @@ class JoinIndex:
         ``(query, fingerprint, distance)``, ``query`` being the position of
         the query in ``queries``; each match once."""
     def __len__(self) -> int: ...
+
+def log_decided_new(line: bytes) -> bool:
+    """Whether a line of ``simstore.dedup``'s decision log (without its
+    end) decided its document new."""
 
 def log_name_hash(name: str, mask: int) -> int:
     """The hash of a document name in ``simstore.dedup``'s decision log

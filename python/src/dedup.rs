@@ -178,14 +178,24 @@ impl DedupSession {
         result.or_raise(py)?.ok_or_else(|| errors::closed(py))
     }
 
-    /// `(pairs, sketches)`: the pairs the store holds, and whether it
-    /// keeps sketches (a decision then stores its document's pair whether
-    /// new or not).
-    fn stored(&self, py: Python<'_>) -> PyResult<(u64, bool)> {
+    /// What to warn of when the store holds more pairs than `logged`
+    /// decisions, `logged_new` of them new, stored
+    /// ([`simstore::dedup::log::other_pairs`]); `None` when nothing.
+    fn other_pairs(
+        &self,
+        py: Python<'_>,
+        logged: u64,
+        logged_new: u64,
+    ) -> PyResult<Option<String>> {
         self.owner.check(py, &self.path)?;
         let stats = py.detach(|| self.store.lock().as_ref().map(Store::stats));
         let stats = stats.ok_or_else(|| errors::closed(py))?;
-        Ok((stats.ids, stats.sketches))
+        Ok(simstore::dedup::log::other_pairs(
+            stats.ids,
+            stats.sketches,
+            logged,
+            logged_new,
+        ))
     }
 
     /// Closes the store; raises what failed.

@@ -26,5 +26,6 @@ fn _simstore(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<join::PyJoinIndex>()?;
     m.add_function(wrap_pyfunction!(log::scan_log, m)?)?;
     m.add_function(wrap_pyfunction!(log::log_name_hash, m)?)?;
+    m.add_function(wrap_pyfunction!(log::log_decided_new, m)?)?;
     Ok(())
 }

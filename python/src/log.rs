@@ -32,6 +32,13 @@ fn hash(bytes: &[u8]) -> u64 {
     h.finish()
 }
 
+/// Whether log line `line` (without its end) decided its document new
+/// ([`decided_new`]).
+#[pyfunction]
+pub fn log_decided_new(line: &[u8]) -> bool {
+    decided_new(line)
+}
+
 /// Where lines start, their names' hashes, where the next begins, and
 /// how many of the lines decided their document new.
 type Lines<'py> = (

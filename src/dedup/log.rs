@@ -113,6 +113,36 @@ fn special(w: u64) -> bool {
     below(w, 0x20) | equal(b'"') | equal(b'\\') != 0
 }
 
+/// What `simstore dedup` and `simstore.dedup` warn of at the end of a
+/// run, after the store's directory, when a store holding `pairs` holds
+/// more than its logged decisions stored: `logged` decisions, `logged_new`
+/// of them deciding their document new. A decision stored one pair: every
+/// one on a store that keeps sketches, else the new ones. Pairs written by
+/// something else (`add`) have ids that are not decision numbers. `None`
+/// when every pair is a decision's.
+///
+/// Checked once every chunk is logged: a chunk is committed, then logged,
+/// so a run that starts after a kill may hold its last chunk's pairs
+/// before their decisions are logged.
+///
+/// ```
+/// use simstore::dedup::log::other_pairs;
+///
+/// assert_eq!(other_pairs(5, false, 9, 5), None); // 5 new, 4 near-duplicates
+/// assert_eq!(other_pairs(9, true, 9, 5), None); // sketches: all 9 stored
+/// assert!(other_pairs(6, false, 9, 5).unwrap().starts_with("holds 6 pair(s), 5 of them"));
+/// ```
+pub fn other_pairs(pairs: u64, sketches: bool, logged: u64, logged_new: u64) -> Option<String> {
+    let decided = if sketches { logged } else { logged_new };
+    (pairs > decided).then(|| {
+        format!(
+            "holds {pairs} pair(s), {decided} of them stored by dedup's decisions: dedup reads \
+             the store's ids as its decision numbers, so the pairs it did not write (by add) \
+             are named wrongly or not matched"
+        )
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
