@@ -77,8 +77,8 @@ pub mod store;
 
 #[cfg(feature = "storage")]
 pub use store::{
-    Budget, Durability, LevelStats, Match, MergePause, Op, Options, Similar, Sketched, Stats,
-    Store, VerifyReport, BUFFERED_SYNC_INTERVAL,
+    Answers, Budget, Durability, LevelStats, Match, MatchRef, MergePause, Op, Options, Similar,
+    Sketched, Stats, Store, VerifyReport, BUFFERED_SYNC_INTERVAL,
 };
 
 #[cfg(test)]

@@ -2,7 +2,7 @@
 
 use std::fmt::Write;
 
-use simstore::{Match, Stats, VerifyReport};
+use simstore::{MatchRef, Stats, VerifyReport};
 
 /// A JSON string literal.
 pub fn string(s: &str) -> String {
@@ -60,14 +60,14 @@ fn push_decimal(line: &mut Vec<u8>, mut v: u64) {
 /// CLI reuses one buffer for every answer instead of building strings
 /// per match, and writes its bytes as they are (ASCII but for a name). With
 /// `max_ids`, each match lists at most that many ids (its smallest) and
-/// gives how many it has ([`Match::id_count`]) as `id_count`. A query
+/// gives how many it has ([`MatchRef::id_count`]) as `id_count`. A query
 /// line that named its document (`FP<TAB>NAME`) has the name echoed as
 /// `name`.
-pub fn push_query_result(
+pub fn push_query_result<'a>(
     line: &mut Vec<u8>,
     query: u64,
     name: Option<&str>,
-    matches: &[Match],
+    matches: impl IntoIterator<Item = MatchRef<'a>>,
     max_ids: Option<usize>,
 ) {
     line.extend_from_slice(b"{\"query\":\"");
@@ -78,7 +78,7 @@ pub fn push_query_result(
         line.extend_from_slice(string(name).as_bytes());
     }
     line.extend_from_slice(b",\"matches\":[");
-    for (i, m) in matches.iter().enumerate() {
+    for (i, m) in matches.into_iter().enumerate() {
         if i > 0 {
             line.push(b',');
         }
@@ -168,7 +168,7 @@ mod tests {
 
     fn query_result(query: u64, matches: &[simstore::Match]) -> String {
         let mut line = Vec::new();
-        super::push_query_result(&mut line, query, None, matches, None);
+        super::push_query_result(&mut line, query, None, matches.iter().map(Into::into), None);
         String::from_utf8(line).unwrap()
     }
 
@@ -211,7 +211,7 @@ mod tests {
         let many = simstore::Match::new(255, 0, vec![3, 4, 5]);
         for (max, ids) in [(0, ""), (2, "3,4"), (3, "3,4,5"), (9, "3,4,5")] {
             let mut line = Vec::new();
-            super::push_query_result(&mut line, 1, None, std::slice::from_ref(&many), Some(max));
+            super::push_query_result(&mut line, 1, None, [(&many).into()], Some(max));
             assert_eq!(
                 String::from_utf8(line).unwrap(),
                 format!(

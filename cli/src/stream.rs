@@ -269,7 +269,7 @@ pub fn query(
             let results = ask(store, chunk, k, false, max_ids)?;
             for (i, (q, matches)) in chunk.iter().zip(&results).enumerate() {
                 let name = names.of(c * QUERY_BATCH + i);
-                printer.write(out, *q, name, matches)?;
+                printer.write(out, *q, name, matches.iter().map(Into::into))?;
             }
         }
         out.flush()?;
@@ -331,7 +331,7 @@ pub fn query_probabilistic(
             None => store.query_probabilistic_many(waiting, k, budget, first)?,
         };
         for (i, ((fp, _), matches)) in waiting.iter().zip(&answers).enumerate() {
-            printer.write(out, *fp, names.of(i), matches)?;
+            printer.write(out, *fp, names.of(i), matches.iter().map(Into::into))?;
         }
         waiting.clear();
         names.clear();
@@ -375,21 +375,27 @@ fn answer(
     if waiting.fps.is_empty() {
         return Ok(());
     }
-    let Waiting { fps, names } = std::mem::take(waiting);
-    match ask(store, &fps, k, first, max_ids) {
-        Ok(answers) => {
-            for (i, (fp, matches)) in fps.iter().zip(&answers).enumerate() {
+    let Waiting {
+        fps,
+        names,
+        answers,
+    } = waiting;
+    match store.query_many_into(fps, k, first, max_ids, answers) {
+        Ok(()) => {
+            for (i, (fp, matches)) in fps.iter().zip(answers.iter()).enumerate() {
                 printer.write(out, *fp, names.of(i), matches)?;
             }
         }
         Err(_) => {
             for (i, &fp) in fps.iter().enumerate() {
-                let matches = ask(store, &[fp], k, first, max_ids)?;
-                let matches = matches.first().map_or(&[][..], Vec::as_slice);
+                store.query_many_into(&[fp], k, first, max_ids, answers)?;
+                let matches = answers.iter().flatten();
                 printer.write(out, fp, names.of(i), matches)?;
             }
         }
     }
+    fps.clear();
+    names.clear();
     Ok(())
 }
 
@@ -398,6 +404,8 @@ fn answer(
 struct Waiting {
     fps: Vec<u64>,
     names: Names,
+    /// The answers' buffers, reused group after group.
+    answers: simstore::Answers,
 }
 
 /// The names query lines gave (most give none), by the query's index.
@@ -461,12 +469,12 @@ impl Printer {
     }
 
     /// Writes one query's result line, with the name its line gave.
-    fn write(
+    fn write<'a>(
         &mut self,
         out: &mut (impl Write + ?Sized),
         query: u64,
         name: Option<&str>,
-        matches: &[simstore::Match],
+        matches: impl IntoIterator<Item = simstore::MatchRef<'a>>,
     ) -> io::Result<()> {
         self.line.clear();
         json::push_query_result(&mut self.line, query, name, matches, self.max_ids);

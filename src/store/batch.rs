@@ -5,7 +5,7 @@
 
 use super::listing::Listing;
 use super::parallel::{map_indexed, map_shares, map_shares_mut};
-use super::query::{check_distance, collect, finish_all, Match, GROUP};
+use super::query::{check_distance, collect, finish_all, Match, Scratch, GROUP};
 use super::shared::Shared;
 use super::state::State;
 use crate::error::Result;
@@ -131,11 +131,11 @@ fn query_each(
     listing: Listing,
 ) -> Result<Vec<Vec<Match>>> {
     in_shares(shared, chunk, threads, listing, |state, part| {
-        let mut found = Vec::with_capacity(part.len());
+        let mut scratch = Scratch::default();
         for group in part.chunks(GROUP) {
-            found.extend(collect(shared, state, probe, group, k, false)?);
+            collect(shared, state, probe, group, k, false, &mut scratch)?;
         }
-        Ok(found)
+        Ok(scratch.found.to_nested())
     })
 }
 

@@ -620,6 +620,12 @@ impl Overlay {
         }
     }
 
+    /// Whether `fp` has entries ([`apply`](Self::apply) changes its ids).
+    #[inline]
+    pub fn changes(&self, fp: u64) -> bool {
+        self.entries != 0 && self.entries(fp).is_some()
+    }
+
     /// Applies `fp`'s entries to its id block's `ids` (increasing).
     #[inline]
     pub fn apply(&self, fp: u64, ids: &mut Vec<u64>) {

@@ -1,6 +1,7 @@
 //! The store: permuted tables, pending appends, tombstones, compaction and
 //! recovery beneath a small API.
 
+mod answers;
 mod batch;
 mod before;
 mod bulk;
@@ -42,6 +43,7 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 
 pub use crate::plan::vosh::Budget;
+pub use answers::{Answers, MatchRef};
 pub use compact::CompactionReport;
 pub use entry::Entry;
 pub use options::{
@@ -454,6 +456,46 @@ impl Store {
         } else {
             batch::query_batch(&self.shared, fingerprints, k, listing)
         }
+    }
+
+    /// The answers of [`query_many`](Self::query_many) (with `first`, of
+    /// [`query_first_many`](Self::query_first_many); with `max_ids`, of
+    /// [`query_many_max_ids`](Self::query_many_max_ids)) into `answers`,
+    /// which are emptied first and keep their buffers: a caller that
+    /// reuses one [`Answers`] allocates nothing per query once they have
+    /// grown. The queries are answered on the calling thread, a few at a
+    /// time with their probes interleaved (as `query_many` answers a
+    /// batch small next to the store). On an error `answers` holds the
+    /// queries answered before the group that failed.
+    ///
+    /// ```
+    /// use simstore::{Answers, Options, Store};
+    ///
+    /// let dir = tempfile::tempdir()?;
+    /// let store = Store::create(dir.path(), &Options::new())?;
+    /// store.insert_many(&[(0x00ff, 1), (0x00fe, 2), (0xff00, 3)])?;
+    /// let mut answers = Answers::new();
+    /// for fps in [[0x00ff, 0x0f0f], [0xff01, 0x00fc]] {
+    ///     store.query_many_into(&fps, 3, true, None, &mut answers)?;
+    ///     for (fp, matches) in fps.iter().zip(answers.iter()) {
+    ///         for m in matches {
+    ///             println!("{fp:016x} ~ {:016x} at {}: {:?}", m.fingerprint, m.distance, m.ids);
+    ///         }
+    ///     }
+    /// }
+    /// assert_eq!(answers.get(0).unwrap().next().unwrap().ids, &[3]);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn query_many_into(
+        &self,
+        fingerprints: &[u64],
+        k: u32,
+        first: bool,
+        max_ids: Option<usize>,
+        answers: &mut Answers,
+    ) -> Result<()> {
+        let listing = max_ids.map_or(Listing::ALL, Listing::at_most);
+        query::query_many_into(&self.shared, fingerprints, k, first, listing, answers)
     }
 
     /// [`query_first`](Self::query_first) for each of `fingerprints`, in

@@ -4,6 +4,7 @@
 //! set of tables, pending fingerprints and tombstones; compaction only
 //! takes the write lock for the instant it swaps snapshots in.
 
+use super::answers::{Answers, Candidates, Found};
 use super::listing::Listing;
 use super::shared::Shared;
 use super::state::State;
@@ -68,14 +69,15 @@ pub(super) fn collect(
     fps: &[u64],
     k: u32,
     first: bool,
-) -> Result<Vec<Vec<(u64, u32)>>> {
+    scratch: &mut Scratch,
+) -> Result<()> {
     #[cfg(target_arch = "x86_64")]
     if crate::simd::cpu::fast_bits() {
         // SAFETY: `fast_bits` checked that this processor has every
         // feature `collect_fast_bits` is compiled for.
-        return unsafe { collect_fast_bits(shared, state, probe, fps, k, first) };
+        return unsafe { collect_fast_bits(shared, state, probe, fps, k, first, scratch) };
     }
-    collect_portable(shared, state, probe, fps, k, first)
+    collect_portable(shared, state, probe, fps, k, first, scratch)
 }
 
 /// [`collect_portable`] compiled for POPCNT, BMI1, BMI2 and LZCNT.
@@ -91,8 +93,9 @@ unsafe fn collect_fast_bits(
     fps: &[u64],
     k: u32,
     first: bool,
-) -> Result<Vec<Vec<(u64, u32)>>> {
-    collect_portable(shared, state, probe, fps, k, first)
+    scratch: &mut Scratch,
+) -> Result<()> {
+    collect_portable(shared, state, probe, fps, k, first, scratch)
 }
 
 /// [`collect`] for any processor; inlined into each compiled copy.
@@ -104,44 +107,47 @@ fn collect_portable(
     fps: &[u64],
     k: u32,
     first: bool,
-) -> Result<Vec<Vec<(u64, u32)>>> {
+    scratch: &mut Scratch,
+) -> Result<()> {
+    let Scratch {
+        levels,
+        found,
+        work,
+        ..
+    } = scratch;
     // Every level's tables, level 0 (and the pending fingerprints) first.
-    let levels_probe = state.probes(probe);
-    let probe = &levels_probe[..];
+    state.probes_into(probe, levels);
+    let probe = &levels[..];
     if let Some(header) = shared.plan.header_bits() {
         // One table: every header within k bits of the query's.
         let k8 = k.min(8) as u8;
-        return collect_flipped(
-            shared,
-            state,
-            probe,
-            fps,
-            |_| vosh::exact(header, k8),
-            k,
-            first,
-        );
+        let masks = |_| vosh::exact(header, k8);
+        return collect_flipped(shared, state, probe, fps, masks, k, first, work, found);
     }
     if first && probe.len() > 1 {
-        return collect_first(shared, state, probe, fps, k);
+        return collect_first(shared, state, probe, fps, k, work, found);
     }
-    let mut probes: Vec<Probe> = Vec::with_capacity(fps.len() * probe.len());
+    let probes = &mut work.probes;
+    probes.clear();
     for &fp in fps {
         for &t in probe {
             probes.push(Probe::new(shared, state, t, fp));
         }
     }
-    run_stages(state, &mut probes);
-    let mut found = Vec::with_capacity(fps.len());
+    run_stages(state, probes);
     if probe.is_empty() {
-        found.resize_with(fps.len(), Vec::new);
-        return Ok(found);
+        for _ in fps {
+            found.end_query();
+        }
+        return Ok(());
     }
     // Loops, not closures: a closure is not compiled for the target
     // features of the function around it.
     for tables in probes.chunks(probe.len()) {
-        found.push(scan_probes(shared, state, tables, k, first)?);
+        scan_probes(shared, state, tables, k, first, &mut found.hits)?;
+        found.end_query();
     }
-    Ok(found)
+    Ok(())
 }
 
 /// Headers a one-table store probes in the first pass of a query with
@@ -169,6 +175,7 @@ const FLIP_PASS_MAX: usize = 16_384;
 /// [`collect_flipped`], in the copy compiled for the processor's bit
 /// instructions when it has them (as [`collect`] does): a probe of a
 /// header's run selects in the run's bit vector and counts bits.
+#[allow(clippy::too_many_arguments)]
 fn collect_flipped_fast<M: Iterator<Item = u64>>(
     shared: &Shared,
     state: &State,
@@ -177,14 +184,18 @@ fn collect_flipped_fast<M: Iterator<Item = u64>>(
     masks: impl Fn(usize) -> M,
     k: u32,
     first: bool,
-) -> Result<Vec<Vec<(u64, u32)>>> {
+    work: &mut Work,
+    found: &mut Candidates,
+) -> Result<()> {
     #[cfg(target_arch = "x86_64")]
     if crate::simd::cpu::fast_bits() {
         // SAFETY: `fast_bits` checked that this processor has every
         // feature `collect_flipped_fast_bits` is compiled for.
-        return unsafe { collect_flipped_fast_bits(shared, state, probe, fps, masks, k, first) };
+        return unsafe {
+            collect_flipped_fast_bits(shared, state, probe, fps, masks, k, first, work, found)
+        };
     }
-    collect_flipped(shared, state, probe, fps, masks, k, first)
+    collect_flipped(shared, state, probe, fps, masks, k, first, work, found)
 }
 
 /// [`collect_flipped`] compiled for POPCNT, BMI1, BMI2 and LZCNT.
@@ -193,6 +204,7 @@ fn collect_flipped_fast<M: Iterator<Item = u64>>(
 /// The processor must have those features.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "popcnt,bmi1,bmi2,lzcnt")]
+#[allow(clippy::too_many_arguments)]
 unsafe fn collect_flipped_fast_bits<M: Iterator<Item = u64>>(
     shared: &Shared,
     state: &State,
@@ -201,8 +213,10 @@ unsafe fn collect_flipped_fast_bits<M: Iterator<Item = u64>>(
     masks: impl Fn(usize) -> M,
     k: u32,
     first: bool,
-) -> Result<Vec<Vec<(u64, u32)>>> {
-    collect_flipped(shared, state, probe, fps, masks, k, first)
+    work: &mut Work,
+    found: &mut Candidates,
+) -> Result<()> {
+    collect_flipped(shared, state, probe, fps, masks, k, first, work, found)
 }
 
 /// [`collect`] on a one-table store: for the `i`-th query, the run of
@@ -214,6 +228,7 @@ unsafe fn collect_flipped_fast_bits<M: Iterator<Item = u64>>(
 /// [`stage_flat`]); the probes of one query's later passes, and of the
 /// other levels, are staged query by query.
 #[inline(always)]
+#[allow(clippy::too_many_arguments)]
 pub(super) fn collect_flipped<M: Iterator<Item = u64>>(
     shared: &Shared,
     state: &State,
@@ -222,9 +237,9 @@ pub(super) fn collect_flipped<M: Iterator<Item = u64>>(
     masks: impl Fn(usize) -> M,
     k: u32,
     first: bool,
-) -> Result<Vec<Vec<(u64, u32)>>> {
-    let mut found = Vec::with_capacity(fps.len());
-    let mut work = Work::default();
+    work: &mut Work,
+    found: &mut Candidates,
+) -> Result<()> {
     let first_pass = if first { FIRST_FLIP_PASS } else { usize::MAX };
     // Level 0's table read flat (when it is): its probes go apart, the
     // other levels' through the stages.
@@ -232,7 +247,6 @@ pub(super) fn collect_flipped<M: Iterator<Item = u64>>(
         (Some(flat), [0, rest @ ..]) => (flat, rest),
         _ => {
             for (i, &fp) in fps.iter().enumerate() {
-                let mut hits = Vec::new();
                 let mut source = masks(i);
                 let on = Query { fp, k, first };
                 probe_passes(
@@ -243,17 +257,19 @@ pub(super) fn collect_flipped<M: Iterator<Item = u64>>(
                     on,
                     &mut source,
                     first_pass,
-                    &mut work,
-                    &mut hits,
+                    work,
+                    &mut found.hits,
                 )?;
-                found.push(hits);
+                found.end_query();
             }
-            return Ok(found);
+            return Ok(());
         }
     };
     let spec = &shared.plan.tables()[0];
     let mut sources: Vec<M> = Vec::new();
-    let mut staged = Staged::default();
+    // Taken out of `work` while the other buffers are in use (and left
+    // behind by an error).
+    let mut staged = std::mem::take(&mut work.staged);
     let mut next = 0;
     while next < fps.len() {
         let begin = next;
@@ -270,14 +286,14 @@ pub(super) fn collect_flipped<M: Iterator<Item = u64>>(
         let mut from = 0;
         for (i, &to) in (begin..next).zip(&staged.ends) {
             let fp = fps[i];
-            let mut hits = Vec::new();
+            let hits = &mut found.hits;
             let q = spec.permutation.apply(fp);
             let on = Query { fp, k, first };
             let heads = &staged.heads[from..to];
-            let mut stopped = scan_heads(spec, state, flat, q, heads, k, first, &mut hits);
+            let mut stopped = scan_heads(spec, state, flat, q, heads, k, first, hits);
             if !stopped {
                 let masks = &staged.masks[from..to];
-                stopped = probe_levels(shared, state, probe, on, masks, &mut work, &mut hits)?;
+                stopped = probe_levels(shared, state, probe, on, masks, work, hits)?;
             }
             if !stopped && to > from {
                 let pass = first_pass.saturating_mul(FIRST_FLIP_GROWTH);
@@ -290,15 +306,16 @@ pub(super) fn collect_flipped<M: Iterator<Item = u64>>(
                     on,
                     source,
                     pass,
-                    &mut work,
-                    &mut hits,
+                    work,
+                    hits,
                 )?;
             }
-            found.push(hits);
+            found.end_query();
             from = to;
         }
     }
-    Ok(found)
+    work.staged = staged;
+    Ok(())
 }
 
 /// What one query asks.
@@ -311,10 +328,27 @@ struct Query {
 
 /// Buffers a query's passes reuse.
 #[derive(Default)]
-struct Work {
+pub(super) struct Work {
     part: Vec<u64>,
     probes: Vec<Probe>,
     heads: Vec<(u64, FlatStart)>,
+    staged: Staged,
+    /// First-match passes: the queries still open, and each query's match.
+    open: Vec<usize>,
+    firsts: Vec<Option<(u64, u32)>>,
+}
+
+/// Buffers the queries of [`Answers`] reuse from one group to the next.
+#[derive(Default)]
+pub(crate) struct Scratch {
+    /// The tables probed, of every level.
+    levels: Vec<usize>,
+    /// The group's candidates.
+    pub(super) found: Candidates,
+    pub(super) work: Work,
+    /// The fingerprints whose ids are looked up, and where each one's end.
+    fps: Vec<u64>,
+    spans: Vec<(usize, usize)>,
 }
 
 /// The first passes of a group of queries, staged together: every
@@ -457,8 +491,9 @@ fn probe_levels(
         }
     }
     run_stages(state, &mut work.probes);
-    hits.extend(scan_probes(shared, state, &work.probes, on.k, on.first)?);
-    Ok(on.first && !hits.is_empty())
+    let before = hits.len();
+    scan_probes(shared, state, &work.probes, on.k, on.first, hits)?;
+    Ok(on.first && hits.len() > before)
 }
 
 /// [`collect_flipped`]'s probes of level 0 when its table is read flat:
@@ -532,34 +567,52 @@ fn collect_first(
     probe: &[usize],
     fps: &[u64],
     k: u32,
-) -> Result<Vec<Vec<(u64, u32)>>> {
-    let mut found = vec![Vec::new(); fps.len()];
-    let mut open: Vec<usize> = (0..fps.len()).collect();
+    work: &mut Work,
+    found: &mut Candidates,
+) -> Result<()> {
+    let Work {
+        probes,
+        open,
+        firsts,
+        ..
+    } = work;
+    firsts.clear();
+    firsts.resize(fps.len(), None);
+    open.clear();
+    open.extend(0..fps.len());
     let mut tables = probe;
-    let mut probes: Vec<Probe> = Vec::new();
     while !tables.is_empty() && !open.is_empty() {
         let take = FIRST_IN_FLIGHT.div_ceil(open.len()).clamp(1, tables.len());
         let (pass, rest) = tables.split_at(take);
         tables = rest;
         probes.clear();
-        for &i in &open {
+        for &i in open.iter() {
             for &t in pass {
                 probes.push(Probe::new(shared, state, t, fps[i]));
             }
         }
-        run_stages(state, &mut probes);
+        run_stages(state, probes);
         let mut still = 0;
         for n in 0..open.len() {
             let i = open[n];
-            found[i] = scan_probes(shared, state, &probes[n * take..][..take], k, true)?;
-            if found[i].is_empty() {
+            // A first-match scan stops at its first candidate.
+            let hits = &mut found.hits;
+            let before = hits.len();
+            scan_probes(shared, state, &probes[n * take..][..take], k, true, hits)?;
+            firsts[i] = hits.get(before).copied();
+            hits.truncate(before);
+            if firsts[i].is_none() {
                 open[still] = i;
                 still += 1;
             }
         }
         open.truncate(still);
     }
-    Ok(found)
+    for f in firsts.iter() {
+        found.hits.extend(f);
+        found.end_query();
+    }
+    Ok(())
 }
 
 /// Runs the probing stages (the block keys to search, the block, its
@@ -604,8 +657,9 @@ fn scan_probes(
     probes: &[Probe],
     k: u32,
     first: bool,
-) -> Result<Vec<(u64, u32)>> {
-    let mut found = Vec::new();
+    found: &mut Vec<(u64, u32)>,
+) -> Result<()> {
+    let before = found.len();
     for &Probe {
         t,
         q,
@@ -619,19 +673,19 @@ fn scan_probes(
         let Some(start) = start else { continue };
         // Pending fingerprints and the upper levels' are probed with level
         // 0's tables.
-        if t < state.per_level && scan_runs(spec, state, t, (lo, hi), q, k, first, &mut found) {
-            return Ok(found);
+        if t < state.per_level && scan_runs(spec, state, t, (lo, hi), q, k, first, found) {
+            return Ok(());
         }
         // The distance test runs inside the decoding loop; the rare near
         // value comes out to be recorded.
         state.tables[t].scan_near(start, lo, hi, q, k, |p, d| {
-            !accept(spec, state, p, d, &mut found) || !first
+            !accept(spec, state, p, d, found) || !first
         })?;
-        if first && !found.is_empty() {
-            return Ok(found);
+        if first && found.len() > before {
+            return Ok(());
         }
     }
-    Ok(found)
+    Ok(())
 }
 
 /// Table `t` of level 0's share of the pending fingerprints' runs and of
@@ -781,41 +835,94 @@ pub(super) fn finish_all(
     found: Vec<Vec<(u64, u32)>>,
     listing: Listing,
 ) -> Result<Vec<Vec<Match>>> {
+    let mut answers = Answers::new();
+    answers.scratch.found = Candidates::from_nested(found);
+    finish_into(shared, state, listing, false, &mut answers)?;
+    Ok(answers.to_nested())
+}
+
+/// [`finish_all`] of the candidates in `answers.scratch.found` (then
+/// emptied), appended to `answers`; with `first`, one match a query at
+/// most (its nearest).
+pub(super) fn finish_into(
+    shared: &Shared,
+    state: &State,
+    listing: Listing,
+    first: bool,
+    answers: &mut Answers,
+) -> Result<()> {
+    let Answers {
+        matches,
+        ids,
+        ends,
+        scratch,
+    } = answers;
+    let Scratch {
+        found, fps, spans, ..
+    } = scratch;
+    let from = matches.len();
+    let keep = if first { 1 } else { usize::MAX };
+    for i in 0..found.ends.len() {
+        let range = found.range(i);
+        let f = &mut found.hits[range];
+        if listing.nearest < f.len() {
+            let mut near = f.to_vec();
+            nearest(&mut near, listing.nearest);
+            push_found(matches, &near, keep);
+        } else {
+            f.sort_unstable_by_key(|&(fp, d)| (d, fp));
+            let distinct = dedup_sorted(f);
+            push_found(matches, &f[..distinct], keep);
+        }
+        ends.push(matches.len());
+    }
+    found.clear();
     // A store without ids (fingerprints only) needs no lookups.
-    let has_ids = state.ids > 0;
-    let mut fps = Vec::new();
-    let mut out: Vec<Vec<Match>> = found
-        .into_iter()
-        .map(|mut f| {
-            if listing.nearest < f.len() {
-                nearest(&mut f, listing.nearest);
-            } else {
-                f.sort_unstable_by_key(|&(fp, d)| (d, fp));
-                f.dedup();
-            }
-            if has_ids {
-                fps.extend(f.iter().map(|&(fp, _)| fp));
-            }
-            f.into_iter()
-                .map(|(fingerprint, distance)| Match {
-                    fingerprint,
-                    distance,
-                    ids: Vec::new(),
-                    id_count: 0,
-                })
-                .collect()
-        })
-        .collect();
-    if !fps.is_empty() {
-        let mut ids = vec![Vec::new(); fps.len()];
-        let mut counts = vec![0; fps.len()];
-        state.ids_of_many(&shared.plan, &fps, listing, &mut ids, &mut counts)?;
-        for (m, (ids, count)) in out.iter_mut().flatten().zip(ids.into_iter().zip(counts)) {
-            m.ids = ids;
-            m.id_count = count;
+    if state.ids == 0 || matches.len() == from {
+        return Ok(());
+    }
+    fps.clear();
+    fps.extend(matches[from..].iter().map(|m| m.fingerprint));
+    spans.clear();
+    let mut start = ids.len();
+    state.ids_of_many(&shared.plan, fps, listing, ids, spans)?;
+    for (m, &(end, count)) in matches[from..].iter_mut().zip(spans.iter()) {
+        m.ids_end = end;
+        m.listed = end - start;
+        m.id_count = count;
+        start = end;
+    }
+    Ok(())
+}
+
+/// Appends the first `keep` of `near` (sorted, distinct) as matches
+/// without ids yet.
+fn push_found(matches: &mut Vec<Found>, near: &[(u64, u32)], keep: usize) {
+    let ids_end = matches.last().map_or(0, |m| m.ids_end);
+    matches.extend(
+        near.iter()
+            .take(keep)
+            .map(|&(fingerprint, distance)| Found {
+                fingerprint,
+                distance,
+                ids_end,
+                listed: 0,
+                id_count: 0,
+            }),
+    );
+}
+
+/// Moves the distinct values of sorted `v` to its front; returns how
+/// many there are.
+fn dedup_sorted<T: PartialEq + Copy>(v: &mut [T]) -> usize {
+    let mut kept = 0;
+    for i in 0..v.len() {
+        if i == 0 || v[i] != v[kept - 1] {
+            v[kept] = v[i];
+            kept += 1;
         }
     }
-    Ok(out)
+    kept
 }
 
 /// Every stored fingerprint within distance `k` of `fp`.
@@ -851,37 +958,54 @@ pub(crate) fn query_many(
     first: bool,
     listing: Listing,
 ) -> Result<Vec<Vec<Match>>> {
-    let probe = check_distance(shared, k)?;
-    let group = if first { FIRST_GROUP } else { GROUP };
-    in_groups(shared, fps, group, first, listing, |state, group| {
-        collect(shared, state, probe, group, k, first)
-    })
+    let mut answers = Answers::new();
+    query_many_into(shared, fps, k, first, listing, &mut answers)?;
+    Ok(answers.to_nested())
 }
 
-/// Answers `queries` `group` at a time, each group under one read lock:
-/// `find` gives the group's candidates, which are then finished (sorted,
-/// ids attached as `listing` lists them; with `first`, one match at
-/// most).
+/// [`query_many`] into `answers` (emptied first), reusing its buffers.
+pub(crate) fn query_many_into(
+    shared: &Shared,
+    fps: &[u64],
+    k: u32,
+    first: bool,
+    listing: Listing,
+    answers: &mut Answers,
+) -> Result<()> {
+    answers.clear();
+    let probe = check_distance(shared, k)?;
+    let group = if first { FIRST_GROUP } else { GROUP };
+    in_groups(
+        shared,
+        fps,
+        group,
+        first,
+        listing,
+        answers,
+        |state, group, s| collect(shared, state, probe, group, k, first, s),
+    )
+}
+
+/// Answers `queries` `group` at a time into `answers`, each group under
+/// one read lock: `find` puts the group's candidates in the scratch
+/// buffers' [`Candidates`], which are then finished (sorted, ids attached
+/// as `listing` lists them; with `first`, one match at most).
 fn in_groups<T>(
     shared: &Shared,
     queries: &[T],
     group: usize,
     first: bool,
     listing: Listing,
-    find: impl Fn(&State, &[T]) -> Result<Vec<Vec<(u64, u32)>>>,
-) -> Result<Vec<Vec<Match>>> {
-    let mut results = Vec::with_capacity(queries.len());
+    answers: &mut Answers,
+    find: impl Fn(&State, &[T], &mut Scratch) -> Result<()>,
+) -> Result<()> {
     for group in queries.chunks(group) {
         let state = shared.readable_state()?;
-        let found = find(&state, group)?;
-        for mut matches in finish_all(shared, &state, found, listing)? {
-            if first {
-                matches.truncate(1);
-            }
-            results.push(matches);
-        }
+        answers.scratch.found.clear();
+        find(&state, group, &mut answers.scratch)?;
+        finish_into(shared, &state, listing, first, answers)?;
     }
-    Ok(results)
+    Ok(())
 }
 
 /// Probabilistic queries (Sood & Loguinov's PSM): on a one-table store,
@@ -955,16 +1079,18 @@ fn probabilistic_in_turn(
     let every =
         !first && budget.recall >= 1.0 && budget.max_probes as u64 >= vosh::exact_count(header, k8);
     let ordered_past = if first { FIRST_FLIP_PASS } else { usize::MAX };
+    let mut answers = Answers::new();
     in_groups(
         shared,
         queries,
         PROBABILISTIC_GROUP,
         first,
         listing,
-        |state, group| {
+        &mut answers,
+        |state, group, scratch| {
             let fps: Vec<u64> = group.iter().map(|q| q.0).collect();
             if every {
-                return collect(shared, state, probe, &fps, k, first);
+                return collect(shared, state, probe, &fps, k, first, scratch);
             }
             // The sets the budget takes (the same with and without `first`),
             // likeliest first for `first`'s passes (to within a bucket of their
@@ -973,9 +1099,12 @@ fn probabilistic_in_turn(
             let flips = |i: usize| {
                 vosh::likeliest_by_odds(&bits, &group[i].1.odds(), k8, budget, ordered_past)
             };
-            collect_flipped_fast(shared, state, &state.probes(probe), &fps, flips, k, first)
+            let Scratch { found, work, .. } = scratch;
+            let probe = state.probes(probe);
+            collect_flipped_fast(shared, state, &probe, &fps, flips, k, first, work, found)
         },
-    )
+    )?;
+    Ok(answers.to_nested())
 }
 
 #[cfg(test)]

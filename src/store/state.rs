@@ -171,12 +171,18 @@ impl State {
     /// every other level holding fingerprints.
     pub fn probes(&self, probe: &[usize]) -> Vec<usize> {
         let mut out = Vec::with_capacity(probe.len());
+        self.probes_into(probe, &mut out);
+        out
+    }
+
+    /// [`probes`](Self::probes) into `out` (emptied first).
+    pub fn probes_into(&self, probe: &[usize], out: &mut Vec<usize>) {
+        out.clear();
         for l in 0..self.levels() {
             if l == 0 || (self.upper.is_none() && self.level(l).fingerprints() > 0) {
                 out.extend(probe.iter().map(|&t| l * self.per_level + t));
             }
         }
-        out
     }
 
     /// Fingerprints in the tables of every level.
@@ -232,8 +238,9 @@ impl State {
     }
 
     /// [`ids_of`](Self::ids_of) for each of `fps`, as `listing` lists
-    /// them, into `out` (one list each, appended to), and how many each
-    /// has into `counts`: table 0's probe stages, the id blocks' headers,
+    /// them, appended to `out` one list after the other, and for each
+    /// into `spans` (appended) where its list ends in `out` and how many
+    /// ids it has: table 0's probe stages, the id blocks' headers,
     /// the lines of the positions' ids and their reads run for
     /// [`IDS_TOGETHER`] fingerprints at a time, each stage for all before
     /// the next, so their cache misses overlap.
@@ -242,16 +249,14 @@ impl State {
         plan: &Plan,
         fps: &[u64],
         listing: Listing,
-        out: &mut [Vec<u64>],
-        counts: &mut [usize],
+        out: &mut Vec<u64>,
+        spans: &mut Vec<(usize, usize)>,
     ) -> Result<()> {
-        debug_assert_eq!(fps.len(), out.len());
-        debug_assert_eq!(fps.len(), counts.len());
         let (Some(table0), Some(spec)) = (self.tables.first(), plan.tables().first()) else {
+            spans.extend(fps.iter().map(|_| (out.len(), 0)));
             return Ok(());
         };
-        let chunks = fps.chunks(IDS_TOGETHER).zip(out.chunks_mut(IDS_TOGETHER));
-        for ((fps, out), counts) in chunks.zip(counts.chunks_mut(IDS_TOGETHER)) {
+        for fps in fps.chunks(IDS_TOGETHER) {
             let mut xs = [0u64; IDS_TOGETHER];
             let mut keys: [std::ops::Range<usize>; IDS_TOGETHER] = Default::default();
             let mut blocks = [0usize; IDS_TOGETHER];
@@ -275,17 +280,18 @@ impl State {
                     self.id_table.touch_ids(j, position);
                 }
             }
-            let each = at
-                .iter()
-                .zip(fps)
-                .zip(out.iter_mut().zip(counts.iter_mut()));
-            for ((at, &fp), (ids, count)) in each {
+            for (at, &fp) in at.iter().zip(fps) {
+                let start = out.len();
                 if listing.is_all() {
                     if let Some((j, position)) = *at {
-                        self.id_table.ids_into(table0, j, position, ids)?;
+                        self.id_table.ids_into(table0, j, position, out)?;
                     }
-                    self.overlay.apply(fp, ids);
-                    *count = ids.len();
+                    if self.overlay.changes(fp) {
+                        let mut ids = out.split_off(start);
+                        self.overlay.apply(fp, &mut ids);
+                        out.extend(ids);
+                    }
+                    spans.push((out.len(), out.len() - start));
                     continue;
                 }
                 let bytes = match *at {
@@ -301,7 +307,8 @@ impl State {
                 let place = block.as_ref().map(|(b, position)| (b, *position));
                 let entries = self.overlay.entries(fp);
                 let (list, removed) = entries.map_or((&[][..], 0), |e| (e.as_slice(), e.removed()));
-                *count = window(place, list, removed, listing, ids);
+                let count = window(place, list, removed, listing, out);
+                spans.push((out.len(), count));
             }
         }
         Ok(())

@@ -171,6 +171,7 @@ pub fn check_store(store: &simstore::Store, model: &Model, queries: &[u64]) {
             }
         }
     }
+    check_answers_into(store, model, queries, &widest);
     let stats = store.stats();
     assert_eq!(
         stats.fingerprints,
@@ -179,6 +180,62 @@ pub fn check_store(store: &simstore::Store, model: &Model, queries: &[u64]) {
     );
     assert_eq!(stats.ids, model.ids(), "id count");
     check_export(store, model);
+}
+
+/// Checks [`simstore::Store::query_many_into`] against the model (`widest`:
+/// each query's `(distance, fingerprint)` at the store's largest
+/// distance, sorted), one [`simstore::Answers`] reused by every call: all
+/// matches and first match, with every id and with a few listed, on all
+/// the queries and on the first half of them.
+fn check_answers_into(
+    store: &simstore::Store,
+    model: &Model,
+    queries: &[u64],
+    widest: &[Vec<(u32, u64)>],
+) {
+    let mut answers = simstore::Answers::new();
+    let ways = [
+        (false, None),
+        (true, None),
+        (false, Some(1)),
+        (true, Some(0)),
+    ];
+    for k in 0..=store.max_distance() {
+        for (n, (first, max_ids)) in ways.into_iter().enumerate() {
+            let asked = if n % 2 == 0 {
+                queries
+            } else {
+                &queries[..queries.len() / 2]
+            };
+            store
+                .query_many_into(asked, k, first, max_ids, &mut answers)
+                .unwrap();
+            assert_eq!(answers.len(), asked.len());
+            for (i, got) in answers.iter().enumerate() {
+                let q = asked[i];
+                let expect: Vec<(u32, u64)> = widest[i]
+                    .iter()
+                    .copied()
+                    .take_while(|&(d, _)| d <= k)
+                    .collect();
+                let got: Vec<simstore::MatchRef<'_>> = got.collect();
+                let near: Vec<(u32, u64)> =
+                    got.iter().map(|m| (m.distance, m.fingerprint)).collect();
+                if first {
+                    assert_eq!(got.len(), expect.len().min(1), "first {q:016x} k={k}");
+                    assert!(near.iter().all(|m| expect.contains(m)), "first {q:016x}");
+                } else {
+                    assert_eq!(near, expect, "query_many_into {q:016x} k={k}");
+                }
+                for m in got {
+                    let ids: Vec<u64> = model.fps[&m.fingerprint].iter().copied().collect();
+                    let listed = max_ids.unwrap_or(usize::MAX).min(ids.len());
+                    assert_eq!(m.ids, &ids[..listed], "ids of {:016x}", m.fingerprint);
+                    assert_eq!(m.id_count, ids.len(), "id count of {:016x}", m.fingerprint);
+                }
+            }
+        }
+    }
 }
 
 /// Checks that [`simstore::Store::export`] gives exactly the model, in
