@@ -258,6 +258,32 @@ fn corrupt_or_missing_id_blocks_are_reported_by_query_and_verify() {
         expect_corrupt("query", store.query(key, 0).map(drop));
         expect_corrupt("query_many", store.query_many(&[key], 3).map(drop));
         expect_corrupt("ids", store.ids(key).map(drop));
+        // Into reused answers, after queries that need no id: what the
+        // call leaves is the queries answered before the group that
+        // failed (none of the failing one), and the next call answers
+        // afresh.
+        let stored: Vec<u64> = {
+            let mut rng = common::Rng(500);
+            (0..500).map(|_| rng.next()).collect()
+        };
+        let mut rng = common::Rng(99);
+        let mut asked: Vec<u64> = std::iter::repeat_with(|| rng.next())
+            .filter(|q| stored.iter().all(|s| (s ^ q).count_ones() > 3))
+            .take(4)
+            .collect();
+        asked.push(key);
+        let mut answers = simstore::Answers::new();
+        for first in [false, true] {
+            let got = store.query_many_into(&asked, 3, first, None, &mut answers);
+            expect_corrupt("query_many_into", got);
+            assert!(answers.len() < asked.len(), "{answers:?}");
+            assert!(answers.iter().all(|m| m.len() == 0), "{answers:?}");
+            store
+                .query_many_into(&asked[..2], 3, first, None, &mut answers)
+                .unwrap();
+            assert_eq!(answers.len(), 2);
+            assert!(answers.iter().all(|m| m.len() == 0), "{answers:?}");
+        }
         let report = store.verify().unwrap();
         assert!(
             report

@@ -23,8 +23,8 @@ const MIN_GROWN_BATCH: usize = 1 << 24;
 /// about 40 bytes a line, 5 GB at this bound).
 const MAX_GROWN_BATCH: usize = 1 << 27;
 /// Most queries already read that are answered together, in one
-/// `query_many` or `query_first_many` call (which interleave the probes of
-/// 4 and 16 queries at a time).
+/// `query_many_into` call (which interleaves the probes of 4 queries at a
+/// time, 16 with `--first`).
 const ANSWER_GROUP: usize = 16;
 /// Queries answered per batch call with `--batch`.
 const QUERY_BATCH: usize = 1 << 20;
@@ -360,9 +360,10 @@ pub fn query_probabilistic(
     result
 }
 
-/// Answers and empties `waiting`. When the group fails (a corrupt
-/// block), its queries are answered one by one, so those before the one
-/// that fails are written, as without grouping, before the error.
+/// Answers and empties `waiting` (also when it fails). When the group
+/// fails (a corrupt block), its queries are answered one by one, so those
+/// before the one that fails are written, as without grouping, before the
+/// error.
 fn answer(
     store: &Store,
     out: &mut impl Write,
@@ -380,23 +381,27 @@ fn answer(
         names,
         answers,
     } = waiting;
-    match store.query_many_into(fps, k, first, max_ids, answers) {
-        Ok(()) => {
-            for (i, (fp, matches)) in fps.iter().zip(answers.iter()).enumerate() {
-                printer.write(out, *fp, names.of(i), matches)?;
+    let mut write = || -> Result<(), Failure> {
+        match store.query_many_into(fps, k, first, max_ids, answers) {
+            Ok(()) => {
+                for (i, (fp, matches)) in fps.iter().zip(answers.iter()).enumerate() {
+                    printer.write(out, *fp, names.of(i), matches)?;
+                }
+            }
+            Err(_) => {
+                for (i, &fp) in fps.iter().enumerate() {
+                    store.query_many_into(&[fp], k, first, max_ids, answers)?;
+                    let matches = answers.iter().flatten();
+                    printer.write(out, fp, names.of(i), matches)?;
+                }
             }
         }
-        Err(_) => {
-            for (i, &fp) in fps.iter().enumerate() {
-                store.query_many_into(&[fp], k, first, max_ids, answers)?;
-                let matches = answers.iter().flatten();
-                printer.write(out, fp, names.of(i), matches)?;
-            }
-        }
-    }
+        Ok(())
+    };
+    let written = write();
     fps.clear();
     names.clear();
-    Ok(())
+    written
 }
 
 /// Queries read and not answered yet.

@@ -790,3 +790,62 @@ fn dump_rebuilds_the_store_into_another_plan() {
     assert_eq!(run(&["dump", dir_str(&plain)], "").status.code(), Some(4));
     assert_eq!(std::fs::read_dir(&plain).unwrap().count(), 0);
 }
+
+/// A query whose match's ids are in a corrupt id block, asked after
+/// others read with it: the queries before it are answered once each,
+/// then the corruption is reported (exit 5); none is answered twice and
+/// none after it is answered.
+#[test]
+fn queries_before_a_corrupt_block_are_answered_once() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("s");
+    let d = dir_str(&dir);
+    ok(&["create", d], "");
+    let mut rng = Rng(41);
+    let stored: Vec<u64> = (0..5_000).map(|_| rng.next()).collect();
+    let lines: String = stored
+        .iter()
+        .enumerate()
+        .map(|(i, fp)| format!("{fp:016x} {i}\n"))
+        .collect();
+    ok(&["add", d], &lines);
+    ok(&["compact", d], "");
+    // Table 0 is the identity: an id block's key is a stored fingerprint.
+    let key = {
+        let path = dir.join("db");
+        let opts = rocksdb::Options::default();
+        let names = rocksdb::DB::list_cf(&opts, &path).unwrap();
+        let db = rocksdb::DB::open_cf(&opts, &path, names).unwrap();
+        let cf = db.cf_handle("id-blocks").unwrap();
+        let mut it = db.raw_iterator_cf(cf);
+        it.seek_to_first();
+        let key = it.key().unwrap().to_vec();
+        let mut value = it.value().unwrap().to_vec();
+        value[16] ^= 0x08;
+        db.put_cf(cf, &key, &value).unwrap();
+        u64::from_be_bytes(key.try_into().unwrap())
+    };
+    assert!(stored.contains(&key));
+    let far: Vec<u64> = std::iter::repeat_with(|| rng.next())
+        .filter(|q| stored.iter().all(|s| (s ^ q).count_ones() > 3))
+        .take(3)
+        .collect();
+    let input = format!(
+        "{:016x}\n{:016x}\n{key:016x}\n{:016x}\n",
+        far[0], far[1], far[2]
+    );
+    for mode in [&[][..], &["--first"], &["--max-ids", "1"]] {
+        let args: Vec<&str> = ["query", d].iter().chain(mode).copied().collect();
+        let out = run(&args, &input);
+        assert_eq!(out.status.code(), Some(5), "{mode:?}");
+        let stdout = String::from_utf8(out.stdout).unwrap();
+        let answered: Vec<&str> = stdout.lines().collect();
+        let expect: Vec<String> = far[..2]
+            .iter()
+            .map(|q| format!("{{\"query\":\"{q:016x}\",\"matches\":[]}}"))
+            .collect();
+        assert_eq!(answered, expect, "{mode:?}");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(stderr.contains("corrupt"), "{mode:?}: {stderr}");
+    }
+}

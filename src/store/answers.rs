@@ -1,9 +1,9 @@
 //! Answers to a group of queries kept in flat, reusable buffers: the
 //! matches of every query one after the other, their ids in one list.
 //! A caller that answers query after query with one [`Answers`] (a
-//! server, the command line) then allocates nothing per query once its
-//! buffers have grown, where a `Vec<Vec<Match>>` allocates a list per
-//! query and per match.
+//! server, the command line) then allocates no list per query or per
+//! match once its buffers have grown, where a `Vec<Vec<Match>>`
+//! allocates one for each.
 
 use super::query::{Match, Scratch};
 
@@ -78,6 +78,12 @@ impl MatchRef<'_> {
     }
 }
 
+impl From<MatchRef<'_>> for Match {
+    fn from(m: MatchRef<'_>) -> Self {
+        m.to_match()
+    }
+}
+
 impl<'a> From<&'a Match> for MatchRef<'a> {
     fn from(m: &'a Match) -> Self {
         Self {
@@ -147,6 +153,27 @@ impl Answers {
         }
     }
 }
+
+impl Clone for Answers {
+    /// The answers, without the buffers the queries reuse.
+    fn clone(&self) -> Self {
+        Self {
+            matches: self.matches.clone(),
+            ids: self.ids.clone(),
+            ends: self.ends.clone(),
+            scratch: Scratch::default(),
+        }
+    }
+}
+
+impl PartialEq for Answers {
+    /// The same matches for the same number of queries.
+    fn eq(&self, other: &Self) -> bool {
+        self.len() == other.len() && self.iter().zip(other.iter()).all(|(a, b)| a.eq(b))
+    }
+}
+
+impl Eq for Answers {}
 
 impl std::fmt::Debug for Answers {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {

@@ -620,27 +620,28 @@ impl Overlay {
         }
     }
 
-    /// Whether `fp` has entries ([`apply`](Self::apply) changes its ids).
-    #[inline]
-    pub fn changes(&self, fp: u64) -> bool {
-        self.entries != 0 && self.entries(fp).is_some()
-    }
-
     /// Applies `fp`'s entries to its id block's `ids` (increasing).
     #[inline]
     pub fn apply(&self, fp: u64, ids: &mut Vec<u64>) {
+        self.apply_from(fp, ids, 0);
+    }
+
+    /// [`apply`](Self::apply) to `ids[start..]`, the id block's ids of
+    /// `fp` (increasing) after others' kept before them.
+    #[inline]
+    pub fn apply_from(&self, fp: u64, ids: &mut Vec<u64>, start: usize) {
         if self.entries == 0 {
             return;
         }
         if let Some(list) = self.entries(fp) {
-            apply(list.as_slice(), ids);
+            apply(list.as_slice(), ids, start);
         }
     }
 
     /// Applies `entries` (one fingerprint's, as [`get`](Self::get) gave
     /// them) to its id block's `ids` (increasing).
     pub fn apply_entries(entries: &[(u64, bool)], ids: &mut Vec<u64>) {
-        apply(entries, ids);
+        apply(entries, ids, 0);
     }
 }
 
@@ -650,17 +651,24 @@ impl Overlay {
 /// move the rest of its list once an entry.
 const APPLY_BY_MERGE: usize = 16;
 
-/// Applies overlay entries (by id) to increasing `ids`.
-fn apply(list: &[(u64, bool)], ids: &mut Vec<u64>) {
+/// Applies overlay entries (by id) to increasing `ids[start..]`.
+fn apply(list: &[(u64, bool)], ids: &mut Vec<u64>, start: usize) {
     if list.len() > APPLY_BY_MERGE {
-        *ids = merge_changes(ids, |&x| x, list, |&(id, added)| (id, added.then_some(id)));
+        let merged = merge_changes(
+            &ids[start..],
+            |&x| x,
+            list,
+            |&(id, added)| (id, added.then_some(id)),
+        );
+        ids.truncate(start);
+        ids.extend(merged);
         return;
     }
     for &(id, added) in list {
-        match (ids.binary_search(&id), added) {
-            (Err(at), true) => ids.insert(at, id),
+        match (ids[start..].binary_search(&id), added) {
+            (Err(at), true) => ids.insert(start + at, id),
             (Ok(at), false) => {
-                ids.remove(at);
+                ids.remove(start + at);
             }
             _ => {}
         }
@@ -836,7 +844,7 @@ impl<'a> Truth<'a> {
     pub fn ids(&mut self, fp: u64, out: &mut Vec<u64>) -> Result<u64> {
         self.base(fp, out)?;
         if self.in_overlay(fp) {
-            apply(self.listed[self.listed_at].1.as_slice(), out);
+            apply(self.listed[self.listed_at].1.as_slice(), out, 0);
         }
         Ok(add_ids(self.extra(fp), out))
     }
@@ -1130,7 +1138,7 @@ impl Reconcile<'_> {
             add_ids(&extra[from..to], ids);
         };
         let mut truth = old_base.clone();
-        apply(current, &mut truth);
+        apply(current, &mut truth, 0);
         with_extra(&mut truth);
         let new_base = if !in_new {
             Vec::new()
@@ -1444,7 +1452,7 @@ mod tests {
     }
 
     #[test]
-    fn long_entry_lists_apply_as_short_ones_do() {
+    fn long_entry_lists_apply_as_short_ones_do_after_other_ids_too() {
         // Id lists and entry lists of every length around the switch to a
         // merge, entries adding ids present or not and removing them.
         let mut rng = crate::test_rng::TestRng::new(12);
@@ -1466,9 +1474,19 @@ mod tests {
                     false => expect.remove(&id),
                 };
             }
+            // Applied to the whole list, and to the same list after other
+            // ids (another fingerprint's, as a query's answers hold them),
+            // which stay as they were.
+            let expect: Vec<u64> = expect.into_iter().collect();
             let mut got = ids.clone();
-            apply(&list, &mut got);
-            assert_eq!(got, expect.into_iter().collect::<Vec<_>>(), "round {round}");
+            apply(&list, &mut got, 0);
+            assert_eq!(got, expect, "round {round}");
+            let before = [1_000, 5, 7];
+            let mut got = before.to_vec();
+            got.extend(&ids);
+            apply(&list, &mut got, before.len());
+            assert_eq!(got[..before.len()], before, "round {round}");
+            assert_eq!(got[before.len()..], expect, "round {round}");
         }
     }
 

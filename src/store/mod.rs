@@ -462,8 +462,8 @@ impl Store {
     /// [`query_first_many`](Self::query_first_many); with `max_ids`, of
     /// [`query_many_max_ids`](Self::query_many_max_ids)) into `answers`,
     /// which are emptied first and keep their buffers: a caller that
-    /// reuses one [`Answers`] allocates nothing per query once they have
-    /// grown. The queries are answered on the calling thread, a few at a
+    /// reuses one [`Answers`] allocates no list per query or per match
+    /// once they have grown. The queries are answered on the calling thread, a few at a
     /// time with their probes interleaved (as `query_many` answers a
     /// batch small next to the store). On an error `answers` holds the
     /// queries answered before the group that failed.

@@ -59,8 +59,8 @@ pub(super) fn check_distance(shared: &Shared, k: u32) -> Result<&[usize]> {
 }
 
 /// For each of `fps`, the candidates `(fingerprint, distance)` within `k`
-/// of it, unsorted and possibly repeated; with `first`, at most one a
-/// query. Runs the copy of the loop compiled for the processor's bit
+/// of it, unsorted and possibly repeated (with `first`, at most one a
+/// query), appended to `scratch.found`, one query after the other. Runs the copy of the loop compiled for the processor's bit
 /// instructions when it has them (see [`cpu`](crate::simd::cpu)).
 pub(super) fn collect(
     shared: &Shared,
@@ -326,7 +326,7 @@ struct Query {
     first: bool,
 }
 
-/// Buffers a query's passes reuse.
+/// Buffers the probes of a group of queries reuse.
 #[derive(Default)]
 pub(super) struct Work {
     part: Vec<u64>,
@@ -346,7 +346,8 @@ pub(crate) struct Scratch {
     /// The group's candidates.
     pub(super) found: Candidates,
     pub(super) work: Work,
-    /// The fingerprints whose ids are looked up, and where each one's end.
+    /// The fingerprints whose ids are looked up, and for each where its
+    /// ids end and how many it has.
     fps: Vec<u64>,
     spans: Vec<(usize, usize)>,
 }
@@ -843,8 +844,27 @@ pub(super) fn finish_all(
 
 /// [`finish_all`] of the candidates in `answers.scratch.found` (then
 /// emptied), appended to `answers`; with `first`, one match a query at
-/// most (its nearest).
+/// most (the nearest found). On an error `answers` is left as it was.
 pub(super) fn finish_into(
+    shared: &Shared,
+    state: &State,
+    listing: Listing,
+    first: bool,
+    answers: &mut Answers,
+) -> Result<()> {
+    let before = (answers.matches.len(), answers.ids.len(), answers.ends.len());
+    let finished = finish_group(shared, state, listing, first, answers);
+    if finished.is_err() {
+        answers.matches.truncate(before.0);
+        answers.ids.truncate(before.1);
+        answers.ends.truncate(before.2);
+    }
+    answers.scratch.found.clear();
+    finished
+}
+
+/// [`finish_into`], which undoes what it appended when it fails.
+fn finish_group(
     shared: &Shared,
     state: &State,
     listing: Listing,
@@ -876,7 +896,6 @@ pub(super) fn finish_into(
         }
         ends.push(matches.len());
     }
-    found.clear();
     // A store without ids (fingerprints only) needs no lookups.
     if state.ids == 0 || matches.len() == from {
         return Ok(());

@@ -286,11 +286,7 @@ impl State {
                     if let Some((j, position)) = *at {
                         self.id_table.ids_into(table0, j, position, out)?;
                     }
-                    if self.overlay.changes(fp) {
-                        let mut ids = out.split_off(start);
-                        self.overlay.apply(fp, &mut ids);
-                        out.extend(ids);
-                    }
+                    self.overlay.apply_from(fp, out, start);
                     spans.push((out.len(), out.len() - start));
                     continue;
                 }
