@@ -2,6 +2,8 @@
 
 #[path = "../../tests/common/mod.rs"]
 mod common;
+#[path = "../../tests/common/raw.rs"]
+mod raw;
 
 use std::io::{BufRead, BufReader, Write};
 use std::path::Path;
@@ -812,10 +814,7 @@ fn queries_before_a_corrupt_block_are_answered_once() {
     ok(&["compact", d], "");
     // Table 0 is the identity: an id block's key is a stored fingerprint.
     let key = {
-        let path = dir.join("db");
-        let opts = rocksdb::Options::default();
-        let names = rocksdb::DB::list_cf(&opts, &path).unwrap();
-        let db = rocksdb::DB::open_cf(&opts, &path, names).unwrap();
+        let db = raw::raw_db(&dir);
         let cf = db.cf_handle("id-blocks").unwrap();
         let mut it = db.raw_iterator_cf(cf);
         it.seek_to_first();

@@ -1,5 +1,6 @@
-//! Direct access to a store's RocksDB database, for the tests of the
-//! library that damage or inspect records (the library's own dependency).
+//! Direct access to a store's RocksDB database, for the tests (of the
+//! library and of the command line) that damage or inspect records (the
+//! library's own dependency).
 
 /// The RocksDB database of the store in `store_dir`, opened directly with
 /// every column family (the store must be closed).
