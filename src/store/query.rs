@@ -338,6 +338,27 @@ pub(super) struct Work {
     firsts: Vec<Option<(u64, u32)>>,
 }
 
+impl Answers {
+    /// Whether a buffer holds room for more than [`KEPT`] entries.
+    fn oversized(&self) -> bool {
+        let s = &self.scratch;
+        let w = &s.work;
+        [
+            self.ids.capacity(),
+            self.matches.capacity(),
+            s.found.hits.capacity(),
+            s.fps.capacity(),
+            w.part.capacity(),
+            w.probes.capacity(),
+            w.heads.capacity(),
+            w.staged.masks.capacity(),
+            w.staged.heads.capacity(),
+        ]
+        .into_iter()
+        .any(|c| c > KEPT)
+    }
+}
+
 /// Buffers the queries of [`Answers`] reuse from one group to the next.
 #[derive(Default)]
 pub(crate) struct Scratch {
@@ -946,16 +967,44 @@ fn dedup_sorted<T: PartialEq + Copy>(v: &mut [T]) -> usize {
 
 /// Every stored fingerprint within distance `k` of `fp`.
 pub(crate) fn query(shared: &Shared, fp: u64, k: u32) -> Result<Vec<Match>> {
-    Ok(query_many(shared, &[fp], k, false, Listing::ALL)?
-        .pop()
-        .unwrap_or_default())
+    with_answers(|answers| {
+        query_many_into(shared, &[fp], k, false, Listing::ALL, answers)?;
+        Ok(answers.iter().flatten().map(Match::from).collect())
+    })
 }
 
 /// One stored fingerprint within distance `k` of `fp`, if any.
 pub(crate) fn query_first(shared: &Shared, fp: u64, k: u32) -> Result<Option<Match>> {
-    Ok(query_many(shared, &[fp], k, true, Listing::ALL)?
-        .pop()
-        .and_then(|m| m.into_iter().next()))
+    with_answers(|answers| {
+        query_many_into(shared, &[fp], k, true, Listing::ALL, answers)?;
+        Ok(answers.iter().flatten().next().map(Match::from))
+    })
+}
+
+/// Entries past which a buffer of the answers a thread keeps for its
+/// single queries has them let go after one (a match on a fingerprint
+/// with many ids, a query near thousands, an exact one-table query's
+/// flips), rather than held for the next.
+const KEPT: usize = 1 << 16;
+
+thread_local! {
+    /// The answers each thread's single queries reuse.
+    static ONE: std::cell::RefCell<Answers> = std::cell::RefCell::new(Answers::new());
+}
+
+/// Runs `f` with this thread's reused answers (fresh ones if they are in
+/// use), so a single query allocates no probe or candidate list.
+fn with_answers<T>(f: impl FnOnce(&mut Answers) -> Result<T>) -> Result<T> {
+    ONE.with(|one| match one.try_borrow_mut() {
+        Ok(mut answers) => {
+            let result = f(&mut answers);
+            if answers.oversized() {
+                *answers = Answers::new();
+            }
+            result
+        }
+        Err(_) => f(&mut Answers::new()),
+    })
 }
 
 /// Queries [`query_many`] answers together.
