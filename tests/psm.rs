@@ -72,6 +72,49 @@ fn answers_are_true_matches_and_the_default_budget_finds_most() {
     let firsts = store
         .query_probabilistic_many(&queries, k, Budget::default(), true)
         .unwrap();
+    // The same answers into reused buffers, and with one id listed, on a
+    // third of the queries.
+    let mut answers = simstore::Answers::new();
+    let third = &queries[..queries.len() / 3];
+    for (first, expect) in [(false, &default), (true, &firsts)] {
+        store
+            .query_probabilistic_many_into(
+                &queries,
+                k,
+                Budget::default(),
+                first,
+                None,
+                &mut answers,
+            )
+            .unwrap();
+        let got: Vec<Vec<simstore::Match>> = answers
+            .iter()
+            .map(|ms| ms.map(simstore::Match::from).collect())
+            .collect();
+        assert_eq!(&got, expect, "first={first}");
+        store
+            .query_probabilistic_many_into(
+                third,
+                k,
+                Budget::default(),
+                first,
+                Some(1),
+                &mut answers,
+            )
+            .unwrap();
+        assert_eq!(answers.len(), third.len());
+        for (ms, e) in answers.iter().zip(expect.iter()) {
+            let ms: Vec<simstore::MatchRef<'_>> = ms.collect();
+            assert_eq!(ms.len(), e.len());
+            for (m, e) in ms.iter().zip(e) {
+                assert_eq!((m.fingerprint, m.distance), (e.fingerprint, e.distance));
+                assert_eq!(
+                    (m.ids, m.id_count),
+                    (&e.ids[..e.ids.len().min(1)], e.ids.len())
+                );
+            }
+        }
+    }
     for (i, &(q, v)) in queries.iter().enumerate() {
         let exact = store.query(q, k).unwrap();
         assert_eq!(shape(&exhaustive[i]), shape(&exact), "exhaustive {q:016x}");
@@ -176,11 +219,19 @@ fn exhaustive_first_matches_are_found_in_every_pass() {
 fn stores_of_several_tables_answer_exactly() {
     let (stored, queries) = generative(3000, 200, 2);
     let (_dir, store) = loaded(&stored, &Options::new());
-    for &(q, v) in &queries {
+    let mut answers = simstore::Answers::new();
+    store
+        .query_probabilistic_many_into(&queries, 3, Budget::probes(1), false, None, &mut answers)
+        .unwrap();
+    assert_eq!(answers.len(), queries.len());
+    for (&(q, v), into) in queries.iter().zip(answers.iter()) {
         let got = store
             .query_probabilistic(q, &v, 3, Budget::probes(1))
             .unwrap();
-        assert_eq!(shape(&got), shape(&store.query(q, 3).unwrap()));
+        let exact = store.query(q, 3).unwrap();
+        assert_eq!(shape(&got), shape(&exact));
+        let into: Vec<simstore::Match> = into.map(simstore::Match::from).collect();
+        assert_eq!(into, exact);
     }
 }
 

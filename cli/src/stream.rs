@@ -308,8 +308,8 @@ pub fn query(
 
 /// `query --probabilistic`: answers `FP [VOLATILITY]` lines
 /// ([`parse_probabilistic`](crate::input::parse_probabilistic)) by
-/// [`Store::query_probabilistic_many`], a few at a time, one JSON line
-/// each, in order.
+/// [`Store::query_probabilistic_many_into`], a few at a time, one JSON
+/// line each, in order.
 pub fn query_probabilistic(
     store: &Store,
     input: impl Read + Send + 'static,
@@ -322,20 +322,23 @@ pub fn query_probabilistic(
     let mut printer = Printer::new(max_ids);
     let mut waiting = Vec::with_capacity(ANSWER_GROUP);
     let mut names = Names::default();
+    let mut answers = simstore::Answers::new();
+    // Answers and empties `waiting` (also when it fails).
     let mut answer = |waiting: &mut Vec<(u64, simstore::simhash::Volatility)>,
                       names: &mut Names,
                       out: &mut dyn Write|
      -> Result<(), Failure> {
-        let answers = match max_ids {
-            Some(n) => store.query_probabilistic_many_max_ids(waiting, k, budget, first, n)?,
-            None => store.query_probabilistic_many(waiting, k, budget, first)?,
-        };
-        for (i, ((fp, _), matches)) in waiting.iter().zip(&answers).enumerate() {
-            printer.write(out, *fp, names.of(i), matches.iter().map(Into::into))?;
-        }
+        let asked =
+            store.query_probabilistic_many_into(waiting, k, budget, first, max_ids, &mut answers);
+        let written = asked.map_err(Failure::from).and_then(|()| {
+            for (i, ((fp, _), matches)) in waiting.iter().zip(answers.iter()).enumerate() {
+                printer.write(out, *fp, names.of(i), matches)?;
+            }
+            Ok(())
+        });
         waiting.clear();
         names.clear();
-        Ok(())
+        written
     };
     let result = for_each_line(
         input,

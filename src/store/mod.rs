@@ -546,16 +546,15 @@ impl Store {
         k: u32,
         budget: Budget,
     ) -> Result<Vec<Match>> {
-        Ok(query::query_probabilistic(
+        let probabilistic = Some((volatility, budget));
+        query::query_one(
             &self.shared,
-            &[(fingerprint, *volatility)],
+            fingerprint,
+            probabilistic,
             k,
-            budget,
             false,
             Listing::ALL,
-        )?
-        .pop()
-        .unwrap_or_default())
+        )
     }
 
     /// [`query_probabilistic`](Self::query_probabilistic) stopping at the
@@ -567,16 +566,16 @@ impl Store {
         k: u32,
         budget: Budget,
     ) -> Result<Option<Match>> {
-        Ok(query::query_probabilistic(
+        let probabilistic = Some((volatility, budget));
+        Ok(query::query_one(
             &self.shared,
-            &[(fingerprint, *volatility)],
+            fingerprint,
+            probabilistic,
             k,
-            budget,
             true,
             Listing::ALL,
         )?
-        .pop()
-        .and_then(|m| m.into_iter().next()))
+        .pop())
     }
 
     /// [`query_probabilistic`](Self::query_probabilistic) (or with
@@ -610,14 +609,42 @@ impl Store {
             below: Some(below),
             nearest,
         };
-        let answers = match probabilistic {
-            Some((v, budget)) => {
-                let queries = [(fingerprint, *v)];
-                query::query_probabilistic(&self.shared, &queries, k, budget, false, listing)?
-            }
-            None => query::query_many(&self.shared, &[fingerprint], k, false, listing)?,
-        };
-        Ok(answers.into_iter().next().unwrap_or_default())
+        query::query_one(&self.shared, fingerprint, probabilistic, k, false, listing)
+    }
+
+    /// The answers of
+    /// [`query_probabilistic_many`](Self::query_probabilistic_many) (with
+    /// `max_ids`, of
+    /// [`query_probabilistic_many_max_ids`](Self::query_probabilistic_many_max_ids))
+    /// into `answers`, emptied first, on the calling thread: as
+    /// [`query_many_into`](Self::query_many_into) for exact queries.
+    ///
+    /// ```
+    /// use simstore::simhash::Volatility;
+    /// use simstore::{Answers, Budget, Options, Store};
+    ///
+    /// let dir = tempfile::tempdir()?;
+    /// let store = Store::create(dir.path(), &Options::new().tables(1))?;
+    /// store.insert_many(&[(0x0123_4567_89ab_cdef, 1)])?;
+    /// let every_bit = Volatility::uniform(1.0 / 64.0);
+    /// let queries = [(0x0123_4567_89ab_cdee, every_bit), (0xfedc_ba98_7654_3210, every_bit)];
+    /// let mut answers = Answers::new();
+    /// store.query_probabilistic_many_into(&queries, 3, Budget::default(), false, None, &mut answers)?;
+    /// assert_eq!(answers.get(0).unwrap().next().unwrap().ids, &[1]);
+    /// assert_eq!(answers.get(1).unwrap().len(), 0);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn query_probabilistic_many_into(
+        &self,
+        queries: &[(u64, crate::simhash::Volatility)],
+        k: u32,
+        budget: Budget,
+        first: bool,
+        max_ids: Option<usize>,
+        answers: &mut Answers,
+    ) -> Result<()> {
+        let listing = max_ids.map_or(Listing::ALL, Listing::at_most);
+        query::query_probabilistic_into(&self.shared, queries, k, budget, first, listing, answers)
     }
 
     /// [`query_probabilistic_many`](Self::query_probabilistic_many) listing

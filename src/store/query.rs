@@ -967,17 +967,34 @@ fn dedup_sorted<T: PartialEq + Copy>(v: &mut [T]) -> usize {
 
 /// Every stored fingerprint within distance `k` of `fp`.
 pub(crate) fn query(shared: &Shared, fp: u64, k: u32) -> Result<Vec<Match>> {
-    with_answers(|answers| {
-        query_many_into(shared, &[fp], k, false, Listing::ALL, answers)?;
-        Ok(answers.iter().flatten().map(Match::from).collect())
-    })
+    query_one(shared, fp, None, k, false, Listing::ALL)
 }
 
 /// One stored fingerprint within distance `k` of `fp`, if any.
 pub(crate) fn query_first(shared: &Shared, fp: u64, k: u32) -> Result<Option<Match>> {
+    Ok(query_one(shared, fp, None, k, true, Listing::ALL)?.pop())
+}
+
+/// One query's answer (with `first`, at most one match), ids as
+/// `listing` lists them; with `probabilistic`, a probabilistic query
+/// with that volatility and budget. Through this thread's reused answers.
+pub(crate) fn query_one(
+    shared: &Shared,
+    fp: u64,
+    probabilistic: Option<(&crate::simhash::Volatility, vosh::Budget)>,
+    k: u32,
+    first: bool,
+    listing: Listing,
+) -> Result<Vec<Match>> {
     with_answers(|answers| {
-        query_many_into(shared, &[fp], k, true, Listing::ALL, answers)?;
-        Ok(answers.iter().flatten().next().map(Match::from))
+        match probabilistic {
+            Some((v, budget)) => {
+                let queries = [(fp, *v)];
+                query_probabilistic_into(shared, &queries, k, budget, first, listing, answers)?;
+            }
+            None => query_many_into(shared, &[fp], k, first, listing, answers)?,
+        }
+        Ok(answers.iter().flatten().map(Match::from).collect())
     })
 }
 
@@ -1089,6 +1106,40 @@ pub(crate) fn query_probabilistic(
     first: bool,
     listing: Listing,
 ) -> Result<Vec<Vec<Match>>> {
+    // Large batches are split over the query threads, as `query_many`'s.
+    let threads = if queries.len() >= PROBABILISTIC_PARALLEL_MIN {
+        shared.query_threads.max(1)
+    } else {
+        1
+    };
+    let answer = |part: &[(u64, crate::simhash::Volatility)]| {
+        let mut answers = Answers::new();
+        query_probabilistic_into(shared, part, k, budget, first, listing, &mut answers)?;
+        Ok(answers.to_nested())
+    };
+    if threads > 1 && shared.plan.header_bits().is_some() {
+        let parts = super::parallel::map_shares(queries, threads, answer);
+        let mut results = Vec::with_capacity(queries.len());
+        for part in parts {
+            results.extend(part?);
+        }
+        return Ok(results);
+    }
+    answer(queries)
+}
+
+/// [`query_probabilistic`] on the calling thread, into `answers`
+/// (emptied first).
+pub(crate) fn query_probabilistic_into(
+    shared: &Shared,
+    queries: &[(u64, crate::simhash::Volatility)],
+    k: u32,
+    budget: vosh::Budget,
+    first: bool,
+    listing: Listing,
+    answers: &mut Answers,
+) -> Result<()> {
+    answers.clear();
     if !budget.is_valid() {
         return Err(Error::InvalidArgument(format!(
             "a probabilistic budget needs a recall of at least 0 and a probe, not {budget:?}"
@@ -1097,25 +1148,11 @@ pub(crate) fn query_probabilistic(
     let probe = check_distance(shared, k)?;
     let Some(header) = shared.plan.header_bits() else {
         let fps: Vec<u64> = queries.iter().map(|q| q.0).collect();
-        return query_many(shared, &fps, k, first, listing);
+        return query_many_into(shared, &fps, k, first, listing, answers);
     };
-    // Large batches are split over the query threads, as `query_many`'s.
-    let threads = if queries.len() >= PROBABILISTIC_PARALLEL_MIN {
-        shared.query_threads.max(1)
-    } else {
-        1
-    };
-    if threads > 1 {
-        let parts = super::parallel::map_shares(queries, threads, |part| {
-            probabilistic_in_turn(shared, part, probe, header, k, budget, first, listing)
-        });
-        let mut results = Vec::with_capacity(queries.len());
-        for part in parts {
-            results.extend(part?);
-        }
-        return Ok(results);
-    }
-    probabilistic_in_turn(shared, queries, probe, header, k, budget, first, listing)
+    probabilistic_in_turn(
+        shared, queries, probe, header, k, budget, first, listing, answers,
+    )
 }
 
 /// Probabilistic queries answered together under one read lock, the
@@ -1138,7 +1175,8 @@ fn probabilistic_in_turn(
     budget: vosh::Budget,
     first: bool,
     listing: Listing,
-) -> Result<Vec<Vec<Match>>> {
+    answers: &mut Answers,
+) -> Result<()> {
     let bits: Vec<u8> = (64 - header..64).collect();
     let k8 = k.min(8) as u8;
     // All matches over every flip set: the order the sets are taken in
@@ -1147,14 +1185,13 @@ fn probabilistic_in_turn(
     let every =
         !first && budget.recall >= 1.0 && budget.max_probes as u64 >= vosh::exact_count(header, k8);
     let ordered_past = if first { FIRST_FLIP_PASS } else { usize::MAX };
-    let mut answers = Answers::new();
     in_groups(
         shared,
         queries,
         PROBABILISTIC_GROUP,
         first,
         listing,
-        &mut answers,
+        answers,
         |state, group, scratch| {
             let fps: Vec<u64> = group.iter().map(|q| q.0).collect();
             if every {
@@ -1171,8 +1208,7 @@ fn probabilistic_in_turn(
             let probe = state.probes(probe);
             collect_flipped_fast(shared, state, &probe, &fps, flips, k, first, work, found)
         },
-    )?;
-    Ok(answers.to_nested())
+    )
 }
 
 #[cfg(test)]
