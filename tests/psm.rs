@@ -61,6 +61,11 @@ fn answers_are_true_matches_and_the_default_budget_finds_most() {
     let (stored, queries) = generative(20_000, 1500, 1);
     let options = Options::new().tables(1).expected_size(20_000);
     let (_dir, store) = loaded(&stored, &options);
+    // A fifth of the fingerprints with two more ids.
+    let more: Vec<(u64, u64)> = (stored.iter().step_by(5))
+        .flat_map(|&f| [(f, 1 << 40), (f, 1 << 41)])
+        .collect();
+    store.insert_many(&more).unwrap();
     let k = 3;
     let (mut truth, mut found) = (0usize, 0usize);
     let default = store

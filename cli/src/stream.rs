@@ -323,19 +323,39 @@ pub fn query_probabilistic(
     let mut waiting = Vec::with_capacity(ANSWER_GROUP);
     let mut names = Names::default();
     let mut answers = simstore::Answers::new();
-    // Answers and empties `waiting` (also when it fails).
+    // Answers and empties `waiting` (also when it fails). When the group
+    // fails, its queries are answered one by one, so those before the
+    // one that fails are written before the error (as `answer` does).
     let mut answer = |waiting: &mut Vec<(u64, simstore::simhash::Volatility)>,
                       names: &mut Names,
                       out: &mut dyn Write|
      -> Result<(), Failure> {
-        let asked =
-            store.query_probabilistic_many_into(waiting, k, budget, first, max_ids, &mut answers);
-        let written = asked.map_err(Failure::from).and_then(|()| {
-            for (i, ((fp, _), matches)) in waiting.iter().zip(answers.iter()).enumerate() {
-                printer.write(out, *fp, names.of(i), matches)?;
-            }
-            Ok(())
-        });
+        let mut ask = |queries: &[(u64, simstore::simhash::Volatility)]| {
+            store.query_probabilistic_many_into(queries, k, budget, first, max_ids, &mut answers)
+        };
+        let written = match ask(waiting) {
+            Ok(()) => waiting
+                .iter()
+                .zip(answers.iter())
+                .enumerate()
+                .try_for_each(|(i, ((fp, _), matches))| {
+                    printer.write(out, *fp, names.of(i), matches)
+                })
+                .map_err(Failure::from),
+            Err(_) => waiting.iter().enumerate().try_for_each(|(i, q)| {
+                store.query_probabilistic_many_into(
+                    std::slice::from_ref(q),
+                    k,
+                    budget,
+                    first,
+                    max_ids,
+                    &mut answers,
+                )?;
+                let matches = answers.iter().flatten();
+                printer.write(out, q.0, names.of(i), matches)?;
+                Ok(())
+            }),
+        };
         waiting.clear();
         names.clear();
         written

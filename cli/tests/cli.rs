@@ -833,7 +833,16 @@ fn queries_before_a_corrupt_block_are_answered_once() {
         "{:016x}\n{:016x}\n{key:016x}\n{:016x}\n",
         far[0], far[1], far[2]
     );
-    for mode in [&[][..], &["--first"], &["--max-ids", "1"]] {
+    // A store of several tables answers probabilistic queries exactly,
+    // through their own path.
+    let modes = [
+        &[][..],
+        &["--first"],
+        &["--max-ids", "1"],
+        &["--probabilistic"],
+        &["--probabilistic", "--first"],
+    ];
+    for mode in modes {
         let args: Vec<&str> = ["query", d].iter().chain(mode).copied().collect();
         let out = run(&args, &input);
         assert_eq!(out.status.code(), Some(5), "{mode:?}");

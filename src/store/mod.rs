@@ -386,6 +386,10 @@ impl Store {
     /// Every stored fingerprint within Hamming distance `k` of `fingerprint`,
     /// sorted by distance then fingerprint. `k` may not exceed
     /// [`max_distance`](Self::max_distance).
+    ///
+    /// A thread's single queries (this one, [`query_first`](Self::query_first)
+    /// and the probabilistic ones) reuse buffers it keeps, up to 1 MiB: one
+    /// that needed more lets them go.
     pub fn query(&self, fingerprint: u64, k: u32) -> Result<Vec<Match>> {
         query::query(&self.shared, fingerprint, k)
     }

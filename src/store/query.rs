@@ -339,23 +339,32 @@ pub(super) struct Work {
 }
 
 impl Answers {
-    /// Whether a buffer holds room for more than [`KEPT`] entries.
+    /// Whether the buffers hold room for more than [`KEPT`] bytes.
     fn oversized(&self) -> bool {
+        fn bytes<T>(v: &Vec<T>) -> usize {
+            v.capacity() * std::mem::size_of::<T>()
+        }
         let s = &self.scratch;
         let w = &s.work;
-        [
-            self.ids.capacity(),
-            self.matches.capacity(),
-            s.found.hits.capacity(),
-            s.fps.capacity(),
-            w.part.capacity(),
-            w.probes.capacity(),
-            w.heads.capacity(),
-            w.staged.masks.capacity(),
-            w.staged.heads.capacity(),
-        ]
-        .into_iter()
-        .any(|c| c > KEPT)
+        let held = [
+            bytes(&self.ids),
+            bytes(&self.matches),
+            bytes(&self.ends),
+            bytes(&s.levels),
+            bytes(&s.found.hits),
+            bytes(&s.found.ends),
+            bytes(&s.fps),
+            bytes(&s.spans),
+            bytes(&w.part),
+            bytes(&w.probes),
+            bytes(&w.heads),
+            bytes(&w.staged.masks),
+            bytes(&w.staged.heads),
+            bytes(&w.staged.ends),
+            bytes(&w.open),
+            bytes(&w.firsts),
+        ];
+        held.iter().sum::<usize>() > KEPT
     }
 }
 
@@ -998,30 +1007,29 @@ pub(crate) fn query_one(
     })
 }
 
-/// Entries past which a buffer of the answers a thread keeps for its
-/// single queries has them let go after one (a match on a fingerprint
-/// with many ids, a query near thousands, an exact one-table query's
-/// flips), rather than held for the next.
-const KEPT: usize = 1 << 16;
+/// Bytes of buffers past which the answers a thread keeps for its
+/// single queries are let go after one (a match on a fingerprint with
+/// many ids, a query near thousands of fingerprints, an exact one-table
+/// query's many header flips), rather than held for the next.
+const KEPT: usize = 1 << 20;
 
 thread_local! {
     /// The answers each thread's single queries reuse.
-    static ONE: std::cell::RefCell<Answers> = std::cell::RefCell::new(Answers::new());
+    static ONE: std::cell::Cell<Answers> = std::cell::Cell::new(Answers::new());
 }
 
-/// Runs `f` with this thread's reused answers (fresh ones if they are in
-/// use), so a single query allocates no probe or candidate list.
+/// Runs `f` with this thread's reused answers, so a single query does
+/// not allocate its probe, candidate and answer lists anew: fresh ones
+/// when they are in use or gone (a query from a thread-local's
+/// destructor), and let go when they grew past [`KEPT`].
 fn with_answers<T>(f: impl FnOnce(&mut Answers) -> Result<T>) -> Result<T> {
-    ONE.with(|one| match one.try_borrow_mut() {
-        Ok(mut answers) => {
-            let result = f(&mut answers);
-            if answers.oversized() {
-                *answers = Answers::new();
-            }
-            result
-        }
-        Err(_) => f(&mut Answers::new()),
-    })
+    let mut answers = ONE.try_with(|one| one.take()).unwrap_or_default();
+    let result = f(&mut answers);
+    if !answers.oversized() {
+        // Gone only while the thread ends: then the answers go with it.
+        let _ = ONE.try_with(|one| one.set(answers));
+    }
+    result
 }
 
 /// Queries [`query_many`] answers together.
@@ -1163,8 +1171,8 @@ const PROBABILISTIC_GROUP: usize = 64;
 /// the query threads.
 const PROBABILISTIC_PARALLEL_MIN: usize = 4096;
 
-/// [`query_probabilistic`] of `queries` on this thread, [`GROUP`] at a
-/// time under one read lock.
+/// [`query_probabilistic`] of `queries` on this thread into `answers`,
+/// [`PROBABILISTIC_GROUP`] at a time under one read lock.
 #[allow(clippy::too_many_arguments)]
 fn probabilistic_in_turn(
     shared: &Shared,
