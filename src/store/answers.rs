@@ -130,6 +130,12 @@ impl Answers {
         })
     }
 
+    /// The bytes the answers' buffers (and the queries') hold room for.
+    pub(super) fn capacity_bytes(&self) -> usize {
+        use super::query::bytes;
+        bytes(&self.matches) + bytes(&self.ids) + bytes(&self.ends) + self.scratch.capacity_bytes()
+    }
+
     /// Empties the answers, keeping their buffers.
     pub fn clear(&mut self) {
         self.matches.clear();
@@ -218,12 +224,5 @@ impl Candidates {
             c.end_query();
         }
         c
-    }
-
-    /// One list per query.
-    pub fn to_nested(&self) -> Vec<Vec<(u64, u32)>> {
-        (0..self.ends.len())
-            .map(|i| self.hits[self.range(i)].to_vec())
-            .collect()
     }
 }

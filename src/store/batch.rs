@@ -3,9 +3,10 @@
 //! by sorted passes over every table when large, spread over the handle's
 //! query threads when there are enough of them.
 
+use super::answers::{Answers, Candidates};
 use super::listing::Listing;
 use super::parallel::{map_indexed, map_shares, map_shares_mut};
-use super::query::{check_distance, collect, finish_all, Match, Scratch, GROUP};
+use super::query::{check_distance, collect, finish_all, finish_into, Match, Scratch, GROUP};
 use super::shared::Shared;
 use super::state::State;
 use crate::error::Result;
@@ -112,8 +113,10 @@ fn sorted_by_queries(
     threads: usize,
     listing: Listing,
 ) -> Result<Vec<Vec<Match>>> {
-    in_shares(shared, chunk, threads, listing, |state, part| {
-        probe_tables_dispatch(shared, state, &state.probes(probe), part, k)
+    in_shares(shared, chunk, threads, listing, |state, part, scratch| {
+        let found = probe_tables_dispatch(shared, state, &state.probes(probe), part, k)?;
+        scratch.found = Candidates::from_nested(found);
+        Ok(())
     })
 }
 
@@ -130,12 +133,11 @@ fn query_each(
     threads: usize,
     listing: Listing,
 ) -> Result<Vec<Vec<Match>>> {
-    in_shares(shared, chunk, threads, listing, |state, part| {
-        let mut scratch = Scratch::default();
+    in_shares(shared, chunk, threads, listing, |state, part, scratch| {
         for group in part.chunks(GROUP) {
-            collect(shared, state, probe, group, k, false, &mut scratch)?;
+            collect(shared, state, probe, group, k, false, scratch)?;
         }
-        Ok(scratch.found.to_nested())
+        Ok(())
     })
 }
 
@@ -143,19 +145,23 @@ fn query_each(
 /// the calling thread when one), results in input order. A query's share
 /// is picked by a hash of its fingerprint, so queries that cost more
 /// (those with matches, to scan and give ids) are spread evenly however
-/// the input is ordered. `find` gives a share's candidates under one
-/// read-lock acquisition, then they are finished (sorted, ids attached
-/// as `listing` lists them) under it too.
+/// the input is ordered. `find` puts a share's candidates in the scratch
+/// buffers' [`Candidates`] under one read-lock acquisition, then they
+/// are finished (sorted, ids attached as `listing` lists them) under it
+/// too.
 fn in_shares(
     shared: &Shared,
     chunk: &[u64],
     threads: usize,
     listing: Listing,
-    find: impl Fn(&State, &[u64]) -> Result<Vec<Vec<(u64, u32)>>> + Sync,
+    find: impl Fn(&State, &[u64], &mut Scratch) -> Result<()> + Sync,
 ) -> Result<Vec<Vec<Match>>> {
     let answer = |part: &[u64]| -> Result<Vec<Vec<Match>>> {
         let state = shared.readable_state()?;
-        finish_all(shared, &state, find(&state, part)?, listing)
+        let mut answers = Answers::new();
+        find(&state, part, &mut answers.scratch)?;
+        finish_into(shared, &state, listing, false, &mut answers)?;
+        Ok(answers.to_nested())
     };
     if threads <= 1 {
         return answer(chunk);

@@ -60,8 +60,9 @@ pub(super) fn check_distance(shared: &Shared, k: u32) -> Result<&[usize]> {
 
 /// For each of `fps`, the candidates `(fingerprint, distance)` within `k`
 /// of it, unsorted and possibly repeated (with `first`, at most one a
-/// query), appended to `scratch.found`, one query after the other. Runs the copy of the loop compiled for the processor's bit
-/// instructions when it has them (see [`cpu`](crate::simd::cpu)).
+/// query), appended to `scratch.found`, one query after the other. Runs
+/// the copy of the loop compiled for the processor's bit instructions
+/// when it has them (see [`cpu`](crate::simd::cpu)).
 pub(super) fn collect(
     shared: &Shared,
     state: &State,
@@ -338,23 +339,16 @@ pub(super) struct Work {
     firsts: Vec<Option<(u64, u32)>>,
 }
 
-impl Answers {
-    /// Whether the buffers hold room for more than [`KEPT`] bytes.
-    fn oversized(&self) -> bool {
-        fn bytes<T>(v: &Vec<T>) -> usize {
-            v.capacity() * std::mem::size_of::<T>()
-        }
-        let s = &self.scratch;
-        let w = &s.work;
+impl Scratch {
+    /// The bytes its buffers hold room for.
+    pub(super) fn capacity_bytes(&self) -> usize {
+        let w = &self.work;
         let held = [
-            bytes(&self.ids),
-            bytes(&self.matches),
-            bytes(&self.ends),
-            bytes(&s.levels),
-            bytes(&s.found.hits),
-            bytes(&s.found.ends),
-            bytes(&s.fps),
-            bytes(&s.spans),
+            bytes(&self.levels),
+            bytes(&self.found.hits),
+            bytes(&self.found.ends),
+            bytes(&self.fps),
+            bytes(&self.spans),
             bytes(&w.part),
             bytes(&w.probes),
             bytes(&w.heads),
@@ -364,8 +358,13 @@ impl Answers {
             bytes(&w.open),
             bytes(&w.firsts),
         ];
-        held.iter().sum::<usize>() > KEPT
+        held.iter().sum()
     }
+}
+
+/// The bytes `v` holds room for.
+pub(super) fn bytes<T>(v: &Vec<T>) -> usize {
+    v.capacity() * std::mem::size_of::<T>()
 }
 
 /// Buffers the queries of [`Answers`] reuse from one group to the next.
@@ -1025,7 +1024,7 @@ thread_local! {
 fn with_answers<T>(f: impl FnOnce(&mut Answers) -> Result<T>) -> Result<T> {
     let mut answers = ONE.try_with(|one| one.take()).unwrap_or_default();
     let result = f(&mut answers);
-    if !answers.oversized() {
+    if answers.capacity_bytes() <= KEPT {
         // Gone only while the thread ends: then the answers go with it.
         let _ = ONE.try_with(|one| one.set(answers));
     }
