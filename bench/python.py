@@ -7,8 +7,9 @@ one machine, in one run:
   as ``FP ID`` lines;
 * ``query_many`` of Q numpy fingerprints against the library's batch call
   (``simstore-bench batch``) on the same store and queries, the call alone
-  in both, tables in memory; and ``simstore query --batch`` as a whole
-  process for reference;
+  in both, tables in memory; ``query_many(first=True)``; and ``simstore
+  query --batch`` (and ``--batch --first``) as a whole process for
+  reference;
 * ``Fingerprinter.fingerprint_many`` against ``simstore hash --jsonl`` on
   the same documents, both on every core.
 
@@ -148,7 +149,7 @@ def main() -> int:
     qs = queries(fps, args.queries)
     qfile = os.path.join(scratch, "queries.u64")
     qs.astype("<u8").tofile(qfile)
-    py_times, rust_times = [], []
+    py_times, rust_times, first_times = [], [], []
     rows = None
     for _ in range(2):
         with simstore.Store.open(one) as s:
@@ -158,6 +159,8 @@ def main() -> int:
                 t, r = timed(lambda: s.query_many(qs, 3))
                 py_times.append(t)
                 rows = len(r.id)
+                t, _ = timed(lambda: s.query_many(qs, 3, first=True))
+                first_times.append(t)
         r = subprocess.run([bench, "batch", one, qfile, "--k", "3", "--repeat", str(args.repeat)], check=True, capture_output=True, text=True)
         got = json.loads(r.stdout)
         rust_times.extend(got["times"])
@@ -165,6 +168,7 @@ def main() -> int:
             sys.exit(f"rows differ: Python {rows}, Rust {got['rows']}")
     out["query_rows"] = rows
     out["query_many_python_s"] = min(py_times)
+    out["query_many_first_python_s"] = min(first_times)
     out["query_many_rust_s"] = min(rust_times)
     out["query_many_python_mean_s"] = sum(py_times) / len(py_times)
     out["query_many_rust_mean_s"] = sum(rust_times) / len(rust_times)
@@ -174,6 +178,9 @@ def main() -> int:
     with open(text) as f:
         t, _ = timed(lambda: subprocess.run([cli, "query", one, "--batch"], stdin=f, check=True, stdout=subprocess.DEVNULL))
     out["cli_query_batch_process_s"] = t
+    with open(text) as f:
+        t, _ = timed(lambda: subprocess.run([cli, "query", one, "--batch", "--first"], stdin=f, check=True, stdout=subprocess.DEVNULL))
+    out["cli_query_batch_first_process_s"] = t
 
     # Fingerprinting.
     docs = corpus(args.documents)
@@ -201,8 +208,10 @@ def main() -> int:
     print(f"| `insert_many`, calls of 100K | {out['insert_many_100k_calls_s']:.2f} s | {n / out['insert_many_100k_calls_s'] / 1e6:.2f}M pairs/s | |")
     print(f"| `simstore add` (FP ID lines, whole process) | {out['cli_add_s']:.2f} s | {n / out['cli_add_s'] / 1e6:.2f}M lines/s | 1 |")
     print(f"| `query_many` (numpy in, numpy out), best of {len(py_times)} | {out['query_many_python_s']:.3f} s | {q / out['query_many_python_s'] / 1e3:.0f}K q/s | {out['query_many_python_s'] / out['query_many_rust_s']:.3f}x the library |")
+    print(f"| `query_many(first=True)`, best of {len(first_times)} | {out['query_many_first_python_s']:.3f} s | {q / out['query_many_first_python_s'] / 1e3:.0f}K q/s | |")
     print(f"| library `Store::query_many`, best of {len(rust_times)} | {out['query_many_rust_s']:.3f} s | {q / out['query_many_rust_s'] / 1e3:.0f}K q/s | 1 |")
     print(f"| `simstore query --batch` (whole process, open and text included) | {out['cli_query_batch_process_s']:.2f} s | {q / out['cli_query_batch_process_s'] / 1e3:.0f}K q/s | |")
+    print(f"| `simstore query --batch --first` (whole process) | {out['cli_query_batch_first_process_s']:.2f} s | {q / out['cli_query_batch_first_process_s'] / 1e3:.0f}K q/s | |")
     print(f"| `fingerprint_many`, {len(texts):,} documents ({mb:.0f} MB) | {t_py:.2f} s | {len(texts) / t_py:,.0f} docs/s | {t_cli / t_py:.2f}x `simstore hash` |")
     print(f"| `simstore hash --jsonl` (whole process) | {t_cli:.2f} s | {len(texts) / t_cli:,.0f} docs/s | 1 |")
     print(f"\nquery rows (match, id): {rows:,}; mean query_many: Python {out['query_many_python_mean_s']:.3f} s, library {out['query_many_rust_mean_s']:.3f} s")

@@ -375,6 +375,42 @@ fn large_batches_on_several_threads_match_the_oracle() {
                         qs[i]
                     );
                 }
+                // First matches: a sorted pass gives the nearest, a query
+                // answered on its own any match; every id, or the smallest
+                // when limited.
+                let firsts = store.query_first_many(&qs, k).unwrap();
+                let limited = store.query_many_max_ids(&qs, k, true, 1).unwrap();
+                assert_eq!((firsts.len(), limited.len()), (qs.len(), qs.len()));
+                for (i, (first, one)) in firsts.iter().zip(&limited).enumerate() {
+                    let q = qs[i];
+                    let check = |m: &simstore::Match, listed: usize| {
+                        let (d, f, ids) = expect[i]
+                            .iter()
+                            .find(|(_, f, _)| *f == m.fingerprint)
+                            .unwrap_or_else(|| panic!("first {q:016x}: no match {m:?}"));
+                        assert_eq!(m.distance, *d, "first {q:016x}");
+                        assert_eq!(m.id_count, ids.len(), "first {q:016x} of {f:016x}");
+                        assert_eq!(m.ids, ids[..listed.min(ids.len())], "ids of {f:016x}");
+                    };
+                    assert_eq!(
+                        first.is_some(),
+                        !expect[i].is_empty(),
+                        "first {q:016x} k={k}"
+                    );
+                    assert_eq!(one.is_empty(), expect[i].is_empty(), "first {q:016x} k={k}");
+                    assert!(one.len() <= 1, "first with max_ids {q:016x}");
+                    first.iter().for_each(|m| check(m, usize::MAX));
+                    one.iter().for_each(|m| check(m, 1));
+                    if !by_query {
+                        // Sorted passes find every match.
+                        let nearest = expect[i].first().map(|(_, f, _)| *f);
+                        assert_eq!(
+                            first.as_ref().map(|m| m.fingerprint),
+                            nearest,
+                            "nearest {q:016x}"
+                        );
+                    }
+                }
             }
         }
     }

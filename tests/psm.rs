@@ -261,17 +261,23 @@ fn bad_budgets_and_distances_are_refused() {
     ));
 }
 
+/// Batches of 4,096 queries or more are spread over the query threads:
+/// on a one-table store and on a store of several tables (which answers
+/// exactly), each query's answer is the one it gets alone.
 #[test]
 fn large_batches_split_over_threads_answer_the_same() {
     let (stored, queries) = generative(20_000, 6000, 3);
-    let options = Options::new()
-        .tables(1)
-        .expected_size(20_000)
-        .query_threads(2);
-    let (_dir, store) = loaded(&stored, &options);
+    let one_table = Options::new().tables(1).expected_size(20_000);
+    for options in [one_table, Options::new()] {
+        let (_dir, store) = loaded(&stored, &options.query_threads(2));
+        split_batches_answer_the_same(&store, &queries);
+    }
+}
+
+fn split_batches_answer_the_same(store: &Store, queries: &[(u64, Volatility)]) {
     for first in [false, true] {
         let many = store
-            .query_probabilistic_many(&queries, 3, Budget::default(), first)
+            .query_probabilistic_many(queries, 3, Budget::default(), first)
             .unwrap();
         assert_eq!(many.len(), queries.len());
         for (i, &(q, v)) in queries.iter().enumerate().step_by(7) {

@@ -127,9 +127,9 @@ pub enum Command {
         /// Report at most one match per query, stopping at the first found.
         #[arg(long)]
         first: bool,
-        /// Read all input first and answer through the batch path (not with
-        /// --first).
-        #[arg(long, conflicts_with = "first")]
+        /// Read all input first and answer through the batch path (with
+        /// --first: a large batch gives each query's nearest match).
+        #[arg(long)]
         batch: bool,
         /// Print at most N ids a match (its smallest), and how many it has
         /// as `id_count`: a fingerprint carrying thousands of documents

@@ -266,7 +266,7 @@ pub fn query(
         });
         let mut printer = Printer::new(max_ids);
         for (c, chunk) in queries.chunks(QUERY_BATCH).enumerate() {
-            let results = ask(store, chunk, k, false, max_ids)?;
+            let results = ask(store, chunk, k, first, max_ids)?;
             for (i, (q, matches)) in chunk.iter().zip(&results).enumerate() {
                 let name = names.of(c * QUERY_BATCH + i);
                 printer.write(out, *q, name, matches.iter().map(Into::into))?;

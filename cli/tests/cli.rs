@@ -111,18 +111,21 @@ fn add_query_delete_compact_stats_verify_agree_with_brute_force() {
             assert_eq!(got.lines().collect::<Vec<_>>(), expect, "batch k={k}");
             let got = ok(&["query", d, "--max-distance", &ks, "--lazy"], &qinput);
             assert_eq!(got.lines().collect::<Vec<_>>(), expect, "lazy k={k}");
-            let first = ok(&["query", d, "--max-distance", &ks, "--first"], &qinput);
-            assert_eq!(first.lines().count(), qs.len(), "first k={k}");
-            for (line, &q) in first.lines().zip(&qs) {
-                let all = model.query(q, k);
-                if all.is_empty() {
-                    assert_eq!(line, expected_line(q, &[]));
-                } else {
-                    assert!(
-                        all.iter()
-                            .any(|m| line == expected_line(q, std::slice::from_ref(m))),
-                        "{line}"
-                    );
+            for batch in [&[][..], &["--batch"]] {
+                let args = [&["query", d, "--max-distance", &ks, "--first"][..], batch].concat();
+                let first = ok(&args, &qinput);
+                assert_eq!(first.lines().count(), qs.len(), "first k={k} {batch:?}");
+                for (line, &q) in first.lines().zip(&qs) {
+                    let all = model.query(q, k);
+                    if all.is_empty() {
+                        assert_eq!(line, expected_line(q, &[]));
+                    } else {
+                        assert!(
+                            all.iter()
+                                .any(|m| line == expected_line(q, std::slice::from_ref(m))),
+                            "{line}"
+                        );
+                    }
                 }
             }
         }

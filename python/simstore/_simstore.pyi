@@ -172,7 +172,8 @@ class Store:
         ``max_ids`` (at least 1), rows for at most that many ids a match,
         its smallest. With ``return_counts``, a pair: the matches, and a
         uint64 array of how many ids each row's fingerprint has (0 for
-        one stored without an id), as ``Match.id_count``."""
+        one stored without an id), as ``Match.id_count``. Arrays of 4,096
+        fingerprints or more are answered on ``query_threads`` threads."""
     @overload
     def query_many(
         self,

@@ -488,7 +488,8 @@ impl PyStore {
     /// `Fingerprinter.volatility` gives per document), probabilistic
     /// queries within `recall` and `max_probes`, as `query_probabilistic`.
     /// With `max_ids`, rows for at most that many ids a match (its
-    /// smallest).
+    /// smallest). Arrays of 4,096 fingerprints or more are answered on
+    /// `query_threads` threads.
     #[pyo3(signature = (fingerprints, k=None, first=false, volatility=None, recall=0.985, max_probes=None, max_ids=None, return_counts=false))]
     #[allow(clippy::too_many_arguments)]
     fn query_many<'py>(

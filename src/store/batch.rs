@@ -5,8 +5,10 @@
 
 use super::answers::{Answers, Candidates};
 use super::listing::Listing;
-use super::parallel::{map_indexed, map_shares, map_shares_mut};
-use super::query::{check_distance, collect, finish_all, finish_into, Match, Scratch, GROUP};
+use super::parallel::{map_scattered, map_shares, map_shares_mut, threads_for};
+use super::query::{
+    check_distance, collect, finish_all, finish_into, Match, Scratch, FIRST_GROUP, GROUP,
+};
 use super::shared::Shared;
 use super::state::State;
 use crate::error::Result;
@@ -23,21 +25,21 @@ const BATCH_CHUNK: usize = 1 << 20;
 /// memory each thread takes a share of the queries through every table;
 /// with tables on disk each takes whole tables (so every block is still
 /// read and decoded once per chunk), then each finishes a share of the
-/// queries. Ids are listed as `listing` says.
+/// queries. Ids are listed as `listing` says. With `first`, each query's
+/// answer is at most one match: the nearest a sorted pass found, or the
+/// first a query answered on its own found (see [`collect`]).
 pub(crate) fn query_batch(
     shared: &Shared,
     fps: &[u64],
     k: u32,
+    first: bool,
     listing: Listing,
 ) -> Result<Vec<Vec<Match>>> {
     let plan_probe = check_distance(shared, k)?;
+    let ask = Ask { k, first, listing };
     let mut results = Vec::with_capacity(fps.len());
     for chunk in fps.chunks(BATCH_CHUNK) {
-        let threads = if chunk.len() >= PARALLEL_MIN {
-            shared.query_threads.max(1)
-        } else {
-            1
-        };
+        let threads = threads_for(chunk.len(), shared.query_threads);
         // Sorting pays off when the chunk is large next to the tables:
         // each block is then decoded once for many queries. A smaller
         // chunk would decode whole blocks for a query or two each, so its
@@ -54,13 +56,11 @@ pub(crate) fn query_batch(
         };
         // A one-table store's queries flip header bits: one by one.
         if chunk.len() < SORTED_MIN_PER_BLOCK * blocks || shared.plan.header_bits().is_some() {
-            results.extend(query_each(shared, plan_probe, chunk, k, threads, listing)?);
+            results.extend(query_each(shared, plan_probe, chunk, threads, ask)?);
             continue;
         }
         if threads == 1 || in_memory {
-            results.extend(sorted_by_queries(
-                shared, plan_probe, chunk, k, threads, listing,
-            )?);
+            results.extend(sorted_by_queries(shared, plan_probe, chunk, threads, ask)?);
             continue;
         }
         // Tables on disk: each thread takes whole tables.
@@ -88,7 +88,7 @@ pub(crate) fn query_batch(
             let state = &*state;
             map_shares_mut(&mut found, threads, |part| {
                 let part = part.iter_mut().map(std::mem::take).collect();
-                finish_all(shared, state, part, listing)
+                finish_all(shared, state, part, first, listing)
             })
             .into_iter()
             .collect::<Result<Vec<_>>>()?
@@ -109,12 +109,11 @@ fn sorted_by_queries(
     shared: &Shared,
     probe: &[usize],
     chunk: &[u64],
-    k: u32,
     threads: usize,
-    listing: Listing,
+    ask: Ask,
 ) -> Result<Vec<Vec<Match>>> {
-    in_shares(shared, chunk, threads, listing, |state, part, scratch| {
-        let found = probe_tables_dispatch(shared, state, &state.probes(probe), part, k)?;
+    in_shares(shared, chunk, threads, ask, |state, part, scratch| {
+        let found = probe_tables_dispatch(shared, state, &state.probes(probe), part, ask.k)?;
         scratch.found = Candidates::from_nested(found);
         Ok(())
     })
@@ -129,16 +128,25 @@ fn query_each(
     shared: &Shared,
     probe: &[usize],
     chunk: &[u64],
-    k: u32,
     threads: usize,
-    listing: Listing,
+    ask: Ask,
 ) -> Result<Vec<Vec<Match>>> {
-    in_shares(shared, chunk, threads, listing, |state, part, scratch| {
-        for group in part.chunks(GROUP) {
-            collect(shared, state, probe, group, k, false, scratch)?;
+    let group = if ask.first { FIRST_GROUP } else { GROUP };
+    in_shares(shared, chunk, threads, ask, |state, part, scratch| {
+        for group in part.chunks(group) {
+            collect(shared, state, probe, group, ask.k, ask.first, scratch)?;
         }
         Ok(())
     })
+}
+
+/// What a batch asks of each of its queries.
+#[derive(Clone, Copy)]
+struct Ask {
+    k: u32,
+    /// One match at most.
+    first: bool,
+    listing: Listing,
 }
 
 /// Answers `chunk` in up to `threads` shares, one scoped thread each (on
@@ -147,47 +155,28 @@ fn query_each(
 /// (those with matches, to scan and give ids) are spread evenly however
 /// the input is ordered. `find` puts a share's candidates in the scratch
 /// buffers' [`Candidates`] under one read-lock acquisition, then they
-/// are finished (sorted, ids attached as `listing` lists them) under it
-/// too.
+/// are finished (sorted, ids attached as `ask.listing` lists them; with
+/// `ask.first`, the nearest only) under it too.
 fn in_shares(
     shared: &Shared,
     chunk: &[u64],
     threads: usize,
-    listing: Listing,
+    ask: Ask,
     find: impl Fn(&State, &[u64], &mut Scratch) -> Result<()> + Sync,
 ) -> Result<Vec<Vec<Match>>> {
-    let answer = |part: &[u64]| -> Result<Vec<Vec<Match>>> {
-        let state = shared.readable_state()?;
-        let mut answers = Answers::new();
-        find(&state, part, &mut answers.scratch)?;
-        finish_into(shared, &state, listing, false, &mut answers)?;
-        Ok(answers.to_nested())
-    };
-    if threads <= 1 {
-        return answer(chunk);
-    }
-    let share_of = |fp: u64| ((fp.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 32) as usize) % threads;
-    let mut shares = vec![Vec::with_capacity(chunk.len() / threads + 1); threads];
-    for &fp in chunk {
-        shares[share_of(fp)].push(fp);
-    }
-    let parts = map_indexed(threads, threads, |t| answer(&shares[t]))
-        .into_iter()
-        .collect::<Result<Vec<_>>>()?;
-    let mut parts: Vec<_> = parts.into_iter().map(Vec::into_iter).collect();
-    Ok(chunk
-        .iter()
-        .map(|&fp| {
-            parts[share_of(fp)]
-                .next()
-                .unwrap_or_else(|| unreachable!("a share answers each of its queries"))
-        })
-        .collect())
+    map_scattered(
+        chunk,
+        threads,
+        |&fp| fp,
+        |part| {
+            let state = shared.readable_state()?;
+            let mut answers = Answers::new();
+            find(&state, part, &mut answers.scratch)?;
+            finish_into(shared, &state, ask.listing, ask.first, &mut answers)?;
+            Ok(answers.to_nested())
+        },
+    )
 }
-
-/// Chunks smaller than this are answered on the calling thread
-/// (`tests/oracle.rs` spreads batches over threads with 5,000 queries).
-const PARALLEL_MIN: usize = 4096;
 
 /// [`probe_tables`], compiled for the processor's bit instructions when
 /// it has them (as [`collect`]).

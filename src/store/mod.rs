@@ -423,7 +423,7 @@ impl Store {
     /// # Ok::<(), simstore::Error>(())
     /// ```
     pub fn query_many(&self, fingerprints: &[u64], k: u32) -> Result<Vec<Vec<Match>>> {
-        batch::query_batch(&self.shared, fingerprints, k, Listing::ALL)
+        batch::query_batch(&self.shared, fingerprints, k, false, Listing::ALL)
     }
 
     /// [`query_many`](Self::query_many), or with `first`
@@ -454,12 +454,13 @@ impl Store {
         first: bool,
         max_ids: usize,
     ) -> Result<Vec<Vec<Match>>> {
-        let listing = Listing::at_most(max_ids);
-        if first {
-            query::query_many(&self.shared, fingerprints, k, true, listing)
-        } else {
-            batch::query_batch(&self.shared, fingerprints, k, listing)
-        }
+        batch::query_batch(
+            &self.shared,
+            fingerprints,
+            k,
+            first,
+            Listing::at_most(max_ids),
+        )
     }
 
     /// The answers of [`query_many`](Self::query_many) (with `first`, of
@@ -503,12 +504,16 @@ impl Store {
     }
 
     /// [`query_first`](Self::query_first) for each of `fingerprints`, in
-    /// order, sixteen at a time with their probes interleaved and their
-    /// tables probed in passes: each pass only for the queries no earlier
-    /// pass found a match for.
+    /// order, the way chosen as [`query_many`](Self::query_many) chooses
+    /// it: a few queries are answered sixteen at a time, their tables
+    /// probed in passes (each pass only for the queries no earlier pass
+    /// found a match for); a batch large next to the tables is answered
+    /// by sorted passes, which find every match and give the nearest.
+    /// Batches of 4,096 or more are spread over
+    /// [`Options::query_threads`] threads.
     pub fn query_first_many(&self, fingerprints: &[u64], k: u32) -> Result<Vec<Option<Match>>> {
         Ok(
-            query::query_many(&self.shared, fingerprints, k, true, Listing::ALL)?
+            batch::query_batch(&self.shared, fingerprints, k, true, Listing::ALL)?
                 .into_iter()
                 .map(|m| m.into_iter().next())
                 .collect(),

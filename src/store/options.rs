@@ -264,10 +264,13 @@ impl Options {
         self.memory_budget.unwrap_or_else(default_memory_budget)
     }
 
-    /// Most threads one [`Store::query_many`](super::Store::query_many)
-    /// call may use for a batch of 4,096 queries or more (at least 1;
-    /// default: the machine's available parallelism). Smaller batches run
-    /// on the calling thread.
+    /// Most threads one batch call ([`Store::query_many`](super::Store::query_many),
+    /// [`query_first_many`](super::Store::query_first_many),
+    /// [`query_many_max_ids`](super::Store::query_many_max_ids) and
+    /// [`query_probabilistic_many`](super::Store::query_probabilistic_many))
+    /// may use for a batch of 4,096 queries or more (at least 1; default:
+    /// the machine's available parallelism). Smaller batches run on the
+    /// calling thread.
     pub fn query_threads(mut self, threads: usize) -> Self {
         self.query_threads = Some(threads.max(1));
         self

@@ -91,6 +91,57 @@ pub(super) fn map_shares_mut<T: Send, R: Send>(
     })
 }
 
+/// Threads a batch of queries is spread over: `threads` for a batch of
+/// [`SPREAD_MIN`] or more, one (the calling thread) for a smaller one.
+pub(super) fn threads_for(len: usize, threads: usize) -> usize {
+    if len >= SPREAD_MIN {
+        threads.max(1)
+    } else {
+        1
+    }
+}
+
+/// Batches of queries smaller than this are answered on the calling
+/// thread: starting threads would cost more than it saves
+/// (`tests/oracle.rs` spreads batches over threads with 5,000 queries).
+pub(super) const SPREAD_MIN: usize = 4096;
+
+/// `f` of up to `threads` shares of `items`, one scoped thread each, each
+/// item's share picked by a hash of `key(item)` so that costly items
+/// (queries with matches) spread evenly however the items are ordered.
+/// `f` gives one result an item of its share, in order; the results come
+/// back in the order of `items`. The first share to fail (in share
+/// order) gives the error. With one thread, `f(items)` on the calling
+/// thread.
+pub(super) fn map_scattered<T: Clone + Send + Sync, R: Send, E: Send>(
+    items: &[T],
+    threads: usize,
+    key: impl Fn(&T) -> u64,
+    f: impl Fn(&[T]) -> Result<Vec<R>, E> + Sync,
+) -> Result<Vec<R>, E> {
+    if threads <= 1 {
+        return f(items);
+    }
+    let share_of =
+        |item: &T| ((key(item).wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 32) as usize) % threads;
+    let mut shares = vec![Vec::with_capacity(items.len() / threads + 1); threads];
+    for item in items {
+        shares[share_of(item)].push(item.clone());
+    }
+    let mut parts = Vec::with_capacity(threads);
+    for part in map_indexed(threads, threads, |t| f(&shares[t])) {
+        parts.push(part?.into_iter());
+    }
+    Ok(items
+        .iter()
+        .map(|item| {
+            parts[share_of(item)]
+                .next()
+                .unwrap_or_else(|| unreachable!("a share gives a result an item"))
+        })
+        .collect())
+}
+
 /// Joins scoped threads in order, resuming a panic on the caller.
 fn join<R>(workers: Vec<std::thread::ScopedJoinHandle<'_, R>>) -> Vec<R> {
     workers
@@ -126,6 +177,24 @@ mod tests {
                 });
                 let want: Vec<usize> = items.iter().map(|v| v * 2).collect();
                 assert_eq!(doubled, want, "threads {threads}, n {n}");
+                let squares = map_scattered(
+                    &items,
+                    threads,
+                    |&i| i as u64,
+                    |share| Ok::<_, ()>(share.iter().map(|i| i * i).collect()),
+                );
+                let want: Vec<usize> = items.iter().map(|i| i * i).collect();
+                assert_eq!(squares, Ok(want), "threads {threads}, n {n}");
+                let failed = map_scattered(
+                    &items,
+                    threads,
+                    |&i| i as u64,
+                    |share| match share.iter().find(|&&i| i == 3) {
+                        Some(_) => Err(3),
+                        None => Ok(share.to_vec()),
+                    },
+                );
+                assert_eq!(failed.is_err(), n > 3, "threads {threads}, n {n}");
             }
         }
     }

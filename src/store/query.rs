@@ -6,6 +6,7 @@
 
 use super::answers::{Answers, Candidates, Found};
 use super::listing::Listing;
+use super::parallel::{map_scattered, threads_for};
 use super::shared::Shared;
 use super::state::State;
 use crate::error::{Error, Result};
@@ -858,16 +859,18 @@ fn nearest(found: &mut Vec<(u64, u32)>, n: usize) {
 /// repeats and attaches ids as `listing` lists them, from `state` (the
 /// state the candidates were found in): looked up together for all the
 /// queries' matches (see [`State::ids_of_many`]), from memory, or from
-/// the id blocks on disk when the tables are kept there.
+/// the id blocks on disk when the tables are kept there; with `first`,
+/// the nearest match of each query only.
 pub(super) fn finish_all(
     shared: &Shared,
     state: &State,
     found: Vec<Vec<(u64, u32)>>,
+    first: bool,
     listing: Listing,
 ) -> Result<Vec<Vec<Match>>> {
     let mut answers = Answers::new();
     answers.scratch.found = Candidates::from_nested(found);
-    finish_into(shared, state, listing, false, &mut answers)?;
+    finish_into(shared, state, listing, first, &mut answers)?;
     Ok(answers.to_nested())
 }
 
@@ -1031,31 +1034,19 @@ fn with_answers<T>(f: impl FnOnce(&mut Answers) -> Result<T>) -> Result<T> {
     result
 }
 
-/// Queries [`query_many`] answers together.
+/// Queries [`query_many_into`] answers together.
 pub(super) const GROUP: usize = 4;
 
-/// Queries [`query_many`] answers together with `first`: enough for its
+/// Queries [`query_many_into`] answers together with `first`: enough for its
 /// passes (see [`collect_first`]) to probe one table at a time while half
 /// of them are unanswered.
 pub(super) const FIRST_GROUP: usize = 16;
 
 /// [`query`] for each of `fps` (or, with `first`, [`query_first`], as a
-/// list of at most one), ids as `listing` lists them, `GROUP` at a time
-/// under one read lock with their probes' stages interleaved, so the
-/// cache misses of several queries overlap.
-pub(crate) fn query_many(
-    shared: &Shared,
-    fps: &[u64],
-    k: u32,
-    first: bool,
-    listing: Listing,
-) -> Result<Vec<Vec<Match>>> {
-    let mut answers = Answers::new();
-    query_many_into(shared, fps, k, first, listing, &mut answers)?;
-    Ok(answers.to_nested())
-}
-
-/// [`query_many`] into `answers` (emptied first), reusing its buffers.
+/// list of at most one), ids as `listing` lists them, into `answers`
+/// (emptied first, its buffers reused): `GROUP` at a time under one read
+/// lock with their probes' stages interleaved, so the cache misses of
+/// several queries overlap.
 pub(crate) fn query_many_into(
     shared: &Shared,
     fps: &[u64],
@@ -1113,26 +1104,19 @@ pub(crate) fn query_probabilistic(
     first: bool,
     listing: Listing,
 ) -> Result<Vec<Vec<Match>>> {
-    // Large batches are split over the query threads, as `query_many`'s.
-    let threads = if queries.len() >= PROBABILISTIC_PARALLEL_MIN {
-        shared.query_threads.max(1)
-    } else {
-        1
-    };
-    let answer = |part: &[(u64, crate::simhash::Volatility)]| {
-        let mut answers = Answers::new();
-        query_probabilistic_into(shared, part, k, budget, first, listing, &mut answers)?;
-        Ok(answers.to_nested())
-    };
-    if threads > 1 && shared.plan.header_bits().is_some() {
-        let parts = super::parallel::map_shares(queries, threads, answer);
-        let mut results = Vec::with_capacity(queries.len());
-        for part in parts {
-            results.extend(part?);
-        }
-        return Ok(results);
-    }
-    answer(queries)
+    // Large batches are spread over the query threads, as the batches of
+    // `Store::query_many` are.
+    let threads = threads_for(queries.len(), shared.query_threads);
+    map_scattered(
+        queries,
+        threads,
+        |q| q.0,
+        |part| {
+            let mut answers = Answers::new();
+            query_probabilistic_into(shared, part, k, budget, first, listing, &mut answers)?;
+            Ok(answers.to_nested())
+        },
+    )
 }
 
 /// [`query_probabilistic`] on the calling thread, into `answers`
@@ -1165,10 +1149,6 @@ pub(crate) fn query_probabilistic_into(
 /// Probabilistic queries answered together under one read lock, the
 /// first passes of their flat probes staged together.
 const PROBABILISTIC_GROUP: usize = 64;
-
-/// Batches of at least this many probabilistic queries are spread over
-/// the query threads.
-const PROBABILISTIC_PARALLEL_MIN: usize = 4096;
 
 /// [`query_probabilistic`] of `queries` on this thread into `answers`,
 /// [`PROBABILISTIC_GROUP`] at a time under one read lock.
