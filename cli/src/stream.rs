@@ -470,15 +470,8 @@ fn ask(
     first: bool,
     max_ids: Option<usize>,
 ) -> simstore::Result<Vec<Vec<simstore::Match>>> {
-    match (max_ids, first) {
-        (Some(n), _) => store.query_many_max_ids(fps, k, first, n),
-        (None, true) => Ok(store
-            .query_first_many(fps, k)?
-            .into_iter()
-            .map(|m| m.into_iter().collect())
-            .collect()),
-        (None, false) => store.query_many(fps, k),
-    }
+    // Every id when not limited (one batch path either way).
+    store.query_many_max_ids(fps, k, first, max_ids.unwrap_or(usize::MAX))
 }
 
 /// Writes query result lines through one reused buffer.

@@ -527,15 +527,9 @@ impl PyStore {
                     Some(n) => s.query_probabilistic_many_max_ids(&queries, k, budget, first, n)?,
                     None => s.query_probabilistic_many(&queries, k, budget, first)?,
                 }
-            } else if let Some(n) = limit {
-                s.query_many_max_ids(&fps, k, first, n)?
-            } else if first {
-                s.query_first_many(&fps, k)?
-                    .into_iter()
-                    .map(|m| m.into_iter().collect())
-                    .collect()
             } else {
-                s.query_many(&fps, k)?
+                // Every id when not limited (one batch path either way).
+                s.query_many_max_ids(&fps, k, first, limit.unwrap_or(usize::MAX))?
             };
             Ok(Columns::of(&answers, return_counts))
         })?;

@@ -432,7 +432,8 @@ impl Store {
     /// smallest. [`Match::id_count`] still counts them all. A match on a
     /// fingerprint that many documents share (an empty page, a
     /// boilerplate text) then costs the ids listed, not all of them
-    /// decoded and listed.
+    /// decoded and listed. With `max_ids` of `usize::MAX` every id is
+    /// listed, as `query_many` and `query_first_many` list them.
     ///
     /// ```
     /// use simstore::{Options, Store};
