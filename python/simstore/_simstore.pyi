@@ -141,9 +141,9 @@ class Store:
         self, fingerprint: UInt64, k: Optional[int] = None, max_ids: Optional[int] = None
     ) -> list[Match]:
         """Every stored fingerprint within distance ``k`` (default: the
-        store's maximum), by distance then fingerprint. With ``max_ids``
-        (at least 1), each match lists at most that many ids, its smallest,
-        and ``id_count`` counts them all without the rest being read: a
+        store's maximum), by distance then fingerprint. With ``max_ids``,
+        each match lists at most that many ids, its smallest (none with
+        0), and ``id_count`` counts them all without the rest being read: a
         match on a fingerprint that 300,000 documents share costs a few
         ids, not 300,000."""
     def query_first(
@@ -169,8 +169,10 @@ class Store:
         ``first``, at most one matching fingerprint per query. With
         ``volatility`` (64 bytes per fingerprint, a ``(n, 64)`` uint8
         array), probabilistic queries as ``query_probabilistic``. With
-        ``max_ids`` (at least 1), rows for at most that many ids a match,
-        its smallest. With ``return_counts``, a pair: the matches, and a
+        ``max_ids``, rows for at most that many ids a match, its smallest
+        (with 0, one row a match whose id is ``NO_ID``: pair it with
+        ``return_counts`` to count a match's documents without listing
+        them). With ``return_counts``, a pair: the matches, and a
         uint64 array of how many ids each row's fingerprint has (0 for
         one stored without an id), as ``Match.id_count``. Arrays of 4,096
         fingerprints or more are answered on ``query_threads`` threads."""

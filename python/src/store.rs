@@ -153,10 +153,11 @@ fn budget(
     Ok(simstore::Budget { recall, max_probes })
 }
 
-/// `max_ids` as given: at least 1, or every id when `None`.
+/// `max_ids` as given (0: none listed, only counted), or every id when
+/// `None`; one beyond `usize` is taken as `usize::MAX`.
 fn max_ids(max_ids: Option<&Bound<'_, PyAny>>) -> PyResult<Option<usize>> {
     max_ids
-        .map(|n| convert::at_least_one(n, "max_ids"))
+        .map(|n| Ok(usize::try_from(convert::uint64(n, "max_ids")?).unwrap_or(usize::MAX)))
         .transpose()
 }
 
@@ -433,7 +434,8 @@ impl PyStore {
 
     /// Every stored fingerprint within distance `k` (default: the store's
     /// maximum) of `fingerprint`, by distance then fingerprint; with
-    /// `max_ids`, at most that many ids a match (its smallest).
+    /// `max_ids`, at most that many ids a match (its smallest; none with
+    /// 0), `id_count` counting them all.
     #[pyo3(signature = (fingerprint, k=None, max_ids=None))]
     fn query(
         &self,
@@ -488,7 +490,7 @@ impl PyStore {
     /// `Fingerprinter.volatility` gives per document), probabilistic
     /// queries within `recall` and `max_probes`, as `query_probabilistic`.
     /// With `max_ids`, rows for at most that many ids a match (its
-    /// smallest). Arrays of 4,096 fingerprints or more are answered on
+    /// smallest; with 0, one row a match, id `NO_ID`). Arrays of 4,096 fingerprints or more are answered on
     /// `query_threads` threads.
     #[pyo3(signature = (fingerprints, k=None, first=false, volatility=None, recall=0.985, max_probes=None, max_ids=None, return_counts=false))]
     #[allow(clippy::too_many_arguments)]

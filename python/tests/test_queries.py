@@ -166,14 +166,15 @@ def test_max_ids_lists_the_smallest_and_counts_all(path, rng):
             store.insert(hot, i)
         volatility = bytes([10] * 64)
         queries = np.concatenate([flip(rng, np.full(30, hot, dtype=np.uint64), 3), flip(rng, others[:30], 2)])
-        for limit in (1, 3, 10**6):
+        for limit in (0, 1, 3, 10**6):
             full = store.query_many(queries, 3)
             cut = store.query_many(queries, 3, max_ids=limit)
             want, seen = [], {}
             for row in zip(full.query.tolist(), full.fingerprint.tolist(), full.distance.tolist(), full.id.tolist()):
                 seen[row[:2]] = seen.get(row[:2], 0) + 1
-                if seen[row[:2]] <= limit:
-                    want.append(row)
+                if seen[row[:2]] <= max(limit, 1):
+                    # With none listed, one row a match, without an id.
+                    want.append(row if limit else row[:3] + (simstore.NO_ID,))
             assert list(zip(cut.query.tolist(), cut.fingerprint.tolist(), cut.distance.tolist(), cut.id.tolist())) == want
             for fp in queries[:40].tolist():
                 for method in (
@@ -199,9 +200,9 @@ def test_max_ids_lists_the_smallest_and_counts_all(path, rng):
         assert isinstance(store.query_many(queries, 3), simstore.QueryMatches)
         assert [m.id_count for m in store.query(hot, 0, max_ids=1)] == [5000 - 10 + 2]  # 3000 was stored already
         assert store.query(hot, 0, max_ids=1)[0].ids == [5]
-        for bad in (0, -1):
-            with pytest.raises(simstore.InvalidArgumentError):
-                store.query(hot, 0, max_ids=bad)
+        assert [(m.ids, m.id_count) for m in store.query(hot, 0, max_ids=0)] == [([], 5000 - 10 + 2)]
+        with pytest.raises(simstore.InvalidArgumentError):
+            store.query(hot, 0, max_ids=-1)
 
 
 def test_export_rebuilds_a_store_with_other_options(path, tmp_path, rng):
