@@ -590,7 +590,11 @@ impl Store {
 
     /// [`query_probabilistic`](Self::query_probabilistic) (or with
     /// `first`, [`query_first_probabilistic`](Self::query_first_probabilistic))
-    /// for each of `queries`, answers in input order.
+    /// for each of `queries`, answers in input order. Batches of 4,096 or
+    /// more are spread over [`Options::query_threads`] threads. A store of
+    /// several tables answers exactly, as
+    /// [`query_many_max_ids`](Self::query_many_max_ids) does (with `first`,
+    /// a large batch gives each query's nearest match).
     pub fn query_probabilistic_many(
         &self,
         queries: &[(u64, crate::simhash::Volatility)],

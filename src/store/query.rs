@@ -1104,6 +1104,12 @@ pub(crate) fn query_probabilistic(
     first: bool,
     listing: Listing,
 ) -> Result<Vec<Vec<Match>>> {
+    check_budget(budget)?;
+    if shared.plan.header_bits().is_none() {
+        // Other stores answer exactly, so as a batch of exact queries.
+        let fps: Vec<u64> = queries.iter().map(|q| q.0).collect();
+        return super::batch::query_batch(shared, &fps, k, first, listing);
+    }
     // Large batches are spread over the query threads, as the batches of
     // `Store::query_many` are.
     let threads = threads_for(queries.len(), shared.query_threads);
@@ -1119,6 +1125,16 @@ pub(crate) fn query_probabilistic(
     )
 }
 
+/// Refuses a budget that allows no probe or a negative recall.
+fn check_budget(budget: vosh::Budget) -> Result<()> {
+    if budget.is_valid() {
+        return Ok(());
+    }
+    Err(Error::InvalidArgument(format!(
+        "a probabilistic budget needs a recall of at least 0 and a probe, not {budget:?}"
+    )))
+}
+
 /// [`query_probabilistic`] on the calling thread, into `answers`
 /// (emptied first).
 pub(crate) fn query_probabilistic_into(
@@ -1131,11 +1147,7 @@ pub(crate) fn query_probabilistic_into(
     answers: &mut Answers,
 ) -> Result<()> {
     answers.clear();
-    if !budget.is_valid() {
-        return Err(Error::InvalidArgument(format!(
-            "a probabilistic budget needs a recall of at least 0 and a probe, not {budget:?}"
-        )));
-    }
+    check_budget(budget)?;
     let probe = check_distance(shared, k)?;
     let Some(header) = shared.plan.header_bits() else {
         let fps: Vec<u64> = queries.iter().map(|q| q.0).collect();
