@@ -348,7 +348,7 @@ fn large_batches_on_several_threads_match_the_oracle() {
         let stats = store.stats();
         assert_eq!(stats.tables_in_memory, budget.is_none());
         // 5,000 queries: at least the 4,096 a chunk needs to be spread
-        // over threads (`PARALLEL_MIN` in src/store/query.rs).
+        // over threads (`SPREAD_MIN` in src/store/parallel.rs).
         let qs = queries(&data, 5_000, &mut rng);
         // Sorted passes when a chunk has two queries a block or more.
         let per_table = stats.blocks / stats.tables as u64;

@@ -74,7 +74,8 @@ class QueryMatches(NamedTuple):
     length, one row per (query, matching fingerprint, id).
 
     A fingerprint stored with several ids gives several rows; one stored
-    without an id gives one row whose id is :data:`NO_ID`. Rows are grouped
+    without an id, or any asked with ``max_ids=0``, gives one row whose id
+    is :data:`NO_ID`. Rows are grouped
     by query, in query order; within a query, matches come by distance,
     then fingerprint, then id (with ``first=True``, at most one fingerprint
     per query).

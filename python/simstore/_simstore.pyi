@@ -166,7 +166,8 @@ class Store:
     ) -> QueryMatches:
         """Queries a whole array at once, without a Python object per
         match: four numpy arrays, one row per (query, match, id). With
-        ``first``, at most one matching fingerprint per query. With
+        ``first``, at most one matching fingerprint per query (the nearest
+        when the array is large next to the store). With
         ``volatility`` (64 bytes per fingerprint, a ``(n, 64)`` uint8
         array), probabilistic queries as ``query_probabilistic``. With
         ``max_ids``, rows for at most that many ids a match, its smallest

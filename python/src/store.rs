@@ -489,8 +489,10 @@ impl PyStore {
     /// With `volatility` (a `(n, 64)` uint8 array, as
     /// `Fingerprinter.volatility` gives per document), probabilistic
     /// queries within `recall` and `max_probes`, as `query_probabilistic`.
-    /// With `max_ids`, rows for at most that many ids a match (its
-    /// smallest; with 0, one row a match, id `NO_ID`). Arrays of 4,096 fingerprints or more are answered on
+    /// With `first`, at most one match a query (the nearest when the array
+    /// is large next to the store). With `max_ids`, rows for at most that
+    /// many ids a match (its smallest; with 0, one row a match, id
+    /// `NO_ID`). Arrays of 4,096 fingerprints or more are answered on
     /// `query_threads` threads.
     #[pyo3(signature = (fingerprints, k=None, first=false, volatility=None, recall=0.985, max_probes=None, max_ids=None, return_counts=false))]
     #[allow(clippy::too_many_arguments)]

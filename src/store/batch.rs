@@ -1,22 +1,23 @@
 //! Batches of queries: answered query by query (their probes interleaved,
-//! as [`query_many`](super::query) does) when small next to the tables,
+//! as [`query_many_into`](super::query::query_many_into) does) when small
+//! next to the tables,
 //! by sorted passes over every table when large, spread over the handle's
 //! query threads when there are enough of them.
 
 use super::answers::{Answers, Candidates};
 use super::listing::Listing;
 use super::parallel::{map_scattered, map_shares, map_shares_mut, threads_for};
-use super::query::{
-    check_distance, collect, finish_all, finish_into, Match, Scratch, FIRST_GROUP, GROUP,
-};
+use super::query::{check_distance, finish_all, finish_into, query_many_into, Match};
 use super::shared::Shared;
 use super::state::State;
 use crate::error::Result;
 
-/// Queries of a batch answered per read-lock acquisition (per thread's
-/// share, when a chunk is spread over threads), so a long batch does not
-/// hold writers off. Each query sees one state; queries of different
-/// shares or chunks may see different ones.
+/// Queries of a batch answered by sorted passes under one read-lock
+/// acquisition (per thread's share, when a chunk is spread over threads),
+/// so that a long batch holds writers off for at most a chunk's passes
+/// (queries answered one by one take the lock a group at a time). Each
+/// query sees one state; queries of different shares, chunks or groups
+/// may see different ones.
 const BATCH_CHUNK: usize = 1 << 20;
 
 /// Answers many queries, visiting each table's blocks in order once per
@@ -54,9 +55,12 @@ pub(crate) fn query_batch(
                 probe.iter().all(|&t| state.tables[t].in_memory()),
             )
         };
-        // A one-table store's queries flip header bits: one by one.
-        if chunk.len() < SORTED_MIN_PER_BLOCK * blocks || shared.plan.header_bits().is_some() {
-            results.extend(query_each(shared, plan_probe, chunk, threads, ask)?);
+        // A one-table store's queries flip header bits: one by one. So
+        // are those of a store whose fingerprints are all pending (its
+        // tables have no block to pass over).
+        let few = blocks == 0 || chunk.len() < SORTED_MIN_PER_BLOCK * blocks;
+        if few || shared.plan.header_bits().is_some() {
+            results.extend(query_each(shared, chunk, threads, ask)?);
             continue;
         }
         if threads == 1 || in_memory {
@@ -105,6 +109,12 @@ pub(crate) fn query_batch(
 /// blocks and no stored block is decoded, this leaves no serial step
 /// between the threads (splitting the tables instead merges every
 /// query's candidates on one thread).
+///
+/// A query's share is picked by a hash of its fingerprint, so queries
+/// that cost more (those with matches, to scan and give ids) are spread
+/// evenly however the input is ordered. A share's candidates are found
+/// and finished (sorted, ids attached as `ask.listing` lists them; with
+/// `ask.first`, the nearest only) under one read-lock acquisition.
 fn sorted_by_queries(
     shared: &Shared,
     probe: &[usize],
@@ -112,32 +122,40 @@ fn sorted_by_queries(
     threads: usize,
     ask: Ask,
 ) -> Result<Vec<Vec<Match>>> {
-    in_shares(shared, chunk, threads, ask, |state, part, scratch| {
-        let found = probe_tables_dispatch(shared, state, &state.probes(probe), part, ask.k)?;
-        scratch.found = Candidates::from_nested(found);
-        Ok(())
-    })
+    map_scattered(
+        chunk,
+        threads,
+        |&fp| fp,
+        |part| {
+            let state = shared.readable_state()?;
+            let mut answers = Answers::new();
+            let found = probe_tables_dispatch(shared, &state, &state.probes(probe), part, ask.k)?;
+            answers.scratch.found = Candidates::from_nested(found);
+            finish_into(shared, &state, ask.listing, ask.first, &mut answers)?;
+            Ok(answers.to_nested())
+        },
+    )
 }
 
 /// Queries per block of a table below which a batch chunk is answered
 /// query by query rather than by one sorted pass over the tables.
 const SORTED_MIN_PER_BLOCK: usize = 2;
 
-/// Answers `chunk` query by query, spread over `threads` threads.
-fn query_each(
-    shared: &Shared,
-    probe: &[usize],
-    chunk: &[u64],
-    threads: usize,
-    ask: Ask,
-) -> Result<Vec<Vec<Match>>> {
-    let group = if ask.first { FIRST_GROUP } else { GROUP };
-    in_shares(shared, chunk, threads, ask, |state, part, scratch| {
-        for group in part.chunks(group) {
-            collect(shared, state, probe, group, ask.k, ask.first, scratch)?;
-        }
-        Ok(())
-    })
+/// Answers `chunk` query by query, spread over `threads` threads, each
+/// taking the read lock for one group of queries at a time (as
+/// [`query_many_into`] does), so that writers wait for a group, not for a
+/// share.
+fn query_each(shared: &Shared, chunk: &[u64], threads: usize, ask: Ask) -> Result<Vec<Vec<Match>>> {
+    map_scattered(
+        chunk,
+        threads,
+        |&fp| fp,
+        |part| {
+            let mut answers = Answers::new();
+            query_many_into(shared, part, ask.k, ask.first, ask.listing, &mut answers)?;
+            Ok(answers.to_nested())
+        },
+    )
 }
 
 /// What a batch asks of each of its queries.
@@ -147,35 +165,6 @@ struct Ask {
     /// One match at most.
     first: bool,
     listing: Listing,
-}
-
-/// Answers `chunk` in up to `threads` shares, one scoped thread each (on
-/// the calling thread when one), results in input order. A query's share
-/// is picked by a hash of its fingerprint, so queries that cost more
-/// (those with matches, to scan and give ids) are spread evenly however
-/// the input is ordered. `find` puts a share's candidates in the scratch
-/// buffers' [`Candidates`] under one read-lock acquisition, then they
-/// are finished (sorted, ids attached as `ask.listing` lists them; with
-/// `ask.first`, the nearest only) under it too.
-fn in_shares(
-    shared: &Shared,
-    chunk: &[u64],
-    threads: usize,
-    ask: Ask,
-    find: impl Fn(&State, &[u64], &mut Scratch) -> Result<()> + Sync,
-) -> Result<Vec<Vec<Match>>> {
-    map_scattered(
-        chunk,
-        threads,
-        |&fp| fp,
-        |part| {
-            let state = shared.readable_state()?;
-            let mut answers = Answers::new();
-            find(&state, part, &mut answers.scratch)?;
-            finish_into(shared, &state, ask.listing, ask.first, &mut answers)?;
-            Ok(answers.to_nested())
-        },
-    )
 }
 
 /// [`probe_tables`], compiled for the processor's bit instructions when

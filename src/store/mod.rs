@@ -465,13 +465,15 @@ impl Store {
     }
 
     /// The answers of [`query_many`](Self::query_many) (with `first`, of
-    /// [`query_first_many`](Self::query_first_many); with `max_ids`, of
-    /// [`query_many_max_ids`](Self::query_many_max_ids)) into `answers`,
-    /// which are emptied first and keep their buffers: a caller that
-    /// reuses one [`Answers`] allocates no list per query or per match
-    /// once they have grown. The queries are answered on the calling thread, a few at a
-    /// time with their probes interleaved (as `query_many` answers a
-    /// batch small next to the store). On an error `answers` holds the
+    /// [`query_first`](Self::query_first) for each; with `max_ids`, listing
+    /// as [`query_many_max_ids`](Self::query_many_max_ids) does) into
+    /// `answers`, which are emptied first and keep their buffers: a caller
+    /// that reuses one [`Answers`] allocates no list per query or per match
+    /// once they have grown. The queries are answered on the calling
+    /// thread, a few at a time with their probes interleaved (as
+    /// `query_many` answers a batch small next to the store; with `first`,
+    /// the first match found, where a large batch of `query_first_many`
+    /// gives the nearest). On an error `answers` holds the
     /// queries answered before the group that failed.
     ///
     /// ```
@@ -631,7 +633,8 @@ impl Store {
     /// `max_ids`, of
     /// [`query_probabilistic_many_max_ids`](Self::query_probabilistic_many_max_ids))
     /// into `answers`, emptied first, on the calling thread: as
-    /// [`query_many_into`](Self::query_many_into) for exact queries.
+    /// [`query_many_into`](Self::query_many_into) for exact queries (on a
+    /// store of several tables, with `first`, the first match found).
     ///
     /// ```
     /// use simstore::simhash::Volatility;

@@ -1,6 +1,7 @@
 //! Work spread over the cores: independent items taken one at a time
-//! ([`map_indexed`]), or consecutive shares of a slice, one thread each
-//! ([`map_shares`], [`map_shares_mut`]). Every helper runs on the calling
+//! ([`map_indexed`]), consecutive shares of a slice, one thread each
+//! ([`map_shares`], [`map_shares_mut`]), or shares picked item by item by
+//! a hash ([`map_scattered`]). Every helper runs on the calling
 //! thread when given one thread, returns results in order, and resumes a
 //! worker's panic on the caller.
 
@@ -104,7 +105,7 @@ pub(super) fn threads_for(len: usize, threads: usize) -> usize {
 /// Batches of queries smaller than this are answered on the calling
 /// thread: starting threads would cost more than it saves
 /// (`tests/oracle.rs` spreads batches over threads with 5,000 queries).
-pub(super) const SPREAD_MIN: usize = 4096;
+const SPREAD_MIN: usize = 4096;
 
 /// `f` of up to `threads` shares of `items`, one scoped thread each, each
 /// item's share picked by a hash of `key(item)` so that costly items
@@ -189,12 +190,16 @@ mod tests {
                     &items,
                     threads,
                     |&i| i as u64,
-                    |share| match share.iter().find(|&&i| i == 3) {
-                        Some(_) => Err(3),
-                        None => Ok(share.to_vec()),
+                    |share| {
+                        if share.contains(&3) {
+                            Err(3)
+                        } else {
+                            Ok(share.to_vec())
+                        }
                     },
                 );
-                assert_eq!(failed.is_err(), n > 3, "threads {threads}, n {n}");
+                let want = if n > 3 { Err(3) } else { Ok(items.clone()) };
+                assert_eq!(failed, want, "threads {threads}, n {n}");
             }
         }
     }

@@ -913,18 +913,22 @@ fn finish_group(
         found, fps, spans, ..
     } = scratch;
     let from = matches.len();
-    let keep = if first { 1 } else { usize::MAX };
     for i in 0..found.ends.len() {
         let range = found.range(i);
         let f = &mut found.hits[range];
-        if listing.nearest < f.len() {
+        if first {
+            // The nearest, in one pass: a query near many stored
+            // fingerprints (template pages) sorts none of them.
+            let nearest = f.iter().copied().min_by_key(|&(fp, d)| (d, fp));
+            push_found(matches, nearest.as_slice());
+        } else if listing.nearest < f.len() {
             let mut near = f.to_vec();
             nearest(&mut near, listing.nearest);
-            push_found(matches, &near, keep);
+            push_found(matches, &near);
         } else {
             f.sort_unstable_by_key(|&(fp, d)| (d, fp));
             let distinct = dedup_sorted(f);
-            push_found(matches, &f[..distinct], keep);
+            push_found(matches, &f[..distinct]);
         }
         ends.push(matches.len());
     }
@@ -946,21 +950,17 @@ fn finish_group(
     Ok(())
 }
 
-/// Appends the first `keep` of `near` (sorted, distinct) as matches
+/// Appends `near` (sorted, distinct) as matches
 /// without ids yet.
-fn push_found(matches: &mut Vec<Found>, near: &[(u64, u32)], keep: usize) {
+fn push_found(matches: &mut Vec<Found>, near: &[(u64, u32)]) {
     let ids_end = matches.last().map_or(0, |m| m.ids_end);
-    matches.extend(
-        near.iter()
-            .take(keep)
-            .map(|&(fingerprint, distance)| Found {
-                fingerprint,
-                distance,
-                ids_end,
-                listed: 0,
-                id_count: 0,
-            }),
-    );
+    matches.extend(near.iter().map(|&(fingerprint, distance)| Found {
+        fingerprint,
+        distance,
+        ids_end,
+        listed: 0,
+        id_count: 0,
+    }));
 }
 
 /// Moves the distinct values of sorted `v` to its front; returns how
