@@ -28,7 +28,7 @@ const BATCH_CHUNK: usize = 1 << 20;
 /// read and decoded once per chunk), then each finishes a share of the
 /// queries. Ids are listed as `listing` says. With `first`, each query's
 /// answer is at most one match: the nearest a sorted pass found, or the
-/// first a query answered on its own found (see [`collect`]).
+/// first a query answered on its own found (see [`query_many_into`]).
 pub(crate) fn query_batch(
     shared: &Shared,
     fps: &[u64],
