@@ -323,39 +323,23 @@ pub fn query_probabilistic(
     let mut waiting = Vec::with_capacity(ANSWER_GROUP);
     let mut names = Names::default();
     let mut answers = simstore::Answers::new();
-    // Answers and empties `waiting` (also when it fails). When the group
-    // fails, its queries are answered one by one, so those before the
-    // one that fails are written before the error (as `answer` does).
+    // Answers and empties `waiting` (also when it fails).
     let mut answer = |waiting: &mut Vec<(u64, simstore::simhash::Volatility)>,
                       names: &mut Names,
                       out: &mut dyn Write|
      -> Result<(), Failure> {
-        let mut ask = |queries: &[(u64, simstore::simhash::Volatility)]| {
-            store.query_probabilistic_many_into(queries, k, budget, first, max_ids, &mut answers)
+        let ask = |queries: &[_], answers: &mut simstore::Answers| {
+            store.query_probabilistic_many_into(queries, k, budget, first, max_ids, answers)
         };
-        let written = match ask(waiting) {
-            Ok(()) => waiting
-                .iter()
-                .zip(answers.iter())
-                .enumerate()
-                .try_for_each(|(i, ((fp, _), matches))| {
-                    printer.write(out, *fp, names.of(i), matches)
-                })
-                .map_err(Failure::from),
-            Err(_) => waiting.iter().enumerate().try_for_each(|(i, q)| {
-                store.query_probabilistic_many_into(
-                    std::slice::from_ref(q),
-                    k,
-                    budget,
-                    first,
-                    max_ids,
-                    &mut answers,
-                )?;
-                let matches = answers.iter().flatten();
-                printer.write(out, q.0, names.of(i), matches)?;
-                Ok(())
-            }),
-        };
+        let written = write_group(
+            waiting,
+            |q| q.0,
+            names,
+            ask,
+            &mut answers,
+            &mut printer,
+            out,
+        );
         waiting.clear();
         names.clear();
         written
@@ -383,10 +367,7 @@ pub fn query_probabilistic(
     result
 }
 
-/// Answers and empties `waiting` (also when it fails). When the group
-/// fails (a corrupt block), its queries are answered one by one, so those
-/// before the one that fails are written, as without grouping, before the
-/// error.
+/// Answers and empties `waiting` (also when it fails).
 fn answer(
     store: &Store,
     out: &mut impl Write,
@@ -404,27 +385,40 @@ fn answer(
         names,
         answers,
     } = waiting;
-    let mut write = || -> Result<(), Failure> {
-        match store.query_many_into(fps, k, first, max_ids, answers) {
-            Ok(()) => {
-                for (i, (fp, matches)) in fps.iter().zip(answers.iter()).enumerate() {
-                    printer.write(out, *fp, names.of(i), matches)?;
-                }
-            }
-            Err(_) => {
-                for (i, &fp) in fps.iter().enumerate() {
-                    store.query_many_into(&[fp], k, first, max_ids, answers)?;
-                    let matches = answers.iter().flatten();
-                    printer.write(out, fp, names.of(i), matches)?;
-                }
-            }
-        }
-        Ok(())
+    let ask = |queries: &[u64], answers: &mut simstore::Answers| {
+        store.query_many_into(queries, k, first, max_ids, answers)
     };
-    let written = write();
+    let written = write_group(fps, |&fp| fp, names, ask, answers, printer, out);
     fps.clear();
     names.clear();
     written
+}
+
+/// Answers `queries` (each the fingerprint `fp` gives, named by `names`)
+/// through `ask` into `answers`, and writes a line each. When the group
+/// fails (a corrupt block), its queries are answered one by one, so those
+/// before the one that fails are written, as without grouping, before the
+/// error.
+fn write_group<Q>(
+    queries: &[Q],
+    fp: impl Fn(&Q) -> u64,
+    names: &Names,
+    mut ask: impl FnMut(&[Q], &mut simstore::Answers) -> simstore::Result<()>,
+    answers: &mut simstore::Answers,
+    printer: &mut Printer,
+    out: &mut (impl Write + ?Sized),
+) -> Result<(), Failure> {
+    if ask(queries, answers).is_ok() {
+        for (i, (q, matches)) in queries.iter().zip(answers.iter()).enumerate() {
+            printer.write(out, fp(q), names.of(i), matches)?;
+        }
+        return Ok(());
+    }
+    for (i, q) in queries.iter().enumerate() {
+        ask(std::slice::from_ref(q), answers)?;
+        printer.write(out, fp(q), names.of(i), answers.iter().flatten())?;
+    }
+    Ok(())
 }
 
 /// Queries read and not answered yet.
