@@ -301,16 +301,7 @@ fn corrupt_manifest_and_code_are_reported_at_open() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("s");
     drop(filled(&path, 300));
-    {
-        let db = raw_db(&path);
-        let cf = db.cf_handle("codes").unwrap();
-        let mut it = db.raw_iterator_cf(cf);
-        it.seek_to_first();
-        let key = it.key().unwrap().to_vec();
-        let mut value = it.value().unwrap().to_vec();
-        value[10] ^= 0x40;
-        db.put_cf(cf, &key, &value).unwrap();
-    }
+    raw::flip_first_record(&path, "codes", 10, 0x40);
     match Store::open(&path, &Options::new()) {
         Err(Error::Corrupt {
             location:

@@ -816,17 +816,8 @@ fn queries_before_a_corrupt_block_are_answered_once() {
     ok(&["add", d], &lines);
     ok(&["compact", d], "");
     // Table 0 is the identity: an id block's key is a stored fingerprint.
-    let key = {
-        let db = raw::raw_db(&dir);
-        let cf = db.cf_handle("id-blocks").unwrap();
-        let mut it = db.raw_iterator_cf(cf);
-        it.seek_to_first();
-        let key = it.key().unwrap().to_vec();
-        let mut value = it.value().unwrap().to_vec();
-        value[16] ^= 0x08;
-        db.put_cf(cf, &key, &value).unwrap();
-        u64::from_be_bytes(key.try_into().unwrap())
-    };
+    let key = raw::flip_first_record(&dir, "id-blocks", 16, 0x08);
+    let key = u64::from_be_bytes(key.try_into().unwrap());
     assert!(stored.contains(&key));
     let far: Vec<u64> = std::iter::repeat_with(|| rng.next())
         .filter(|q| stored.iter().all(|s| (s ^ q).count_ones() > 3))
