@@ -7,7 +7,7 @@
 //! [`near`] does those comparisons eight at a time with AVX-512's
 //! per-lane popcount where the processor has it, four at a time with
 //! AVX2 where it has only that, and one at a time otherwise;
-//! [`near_scalar`] is the reference they are tested against.
+//! `near_scalar` (compiled for tests) is the reference they are tested against.
 
 /// Appends `(fingerprint, distance)` for every fingerprint of `run` within
 /// distance `k` of `q`, in run order.

@@ -1,5 +1,5 @@
 //! Batches of queries: answered query by query (their probes interleaved,
-//! as [`query_many_into`](super::query::query_many_into) does) when small
+//! as [`query_many_into`] does) when small
 //! next to the tables,
 //! by sorted passes over every table when large, spread over the handle's
 //! query threads when there are enough of them.
@@ -168,7 +168,7 @@ struct Ask {
 }
 
 /// [`probe_tables`], compiled for the processor's bit instructions when
-/// it has them (as [`collect`]).
+/// it has them (as `query::collect`).
 fn probe_tables_dispatch(
     shared: &Shared,
     state: &State,
