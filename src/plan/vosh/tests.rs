@@ -1,3 +1,6 @@
+//! Unit tests of the flip sets: the heap's order against every set, the
+//! walk and its buckets against the heap, the odds' sums against brute force.
+
 use super::order::{symmetric_sums, Order};
 use super::walk::{walk, walk_any};
 use super::*;

@@ -1,3 +1,6 @@
+//! Unit tests of the overlay (its shards, entries and changes, checked
+//! against plain maps of pairs) and of the seek its walks use.
+
 use std::collections::HashMap;
 
 use super::overlay::*;
