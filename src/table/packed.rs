@@ -208,14 +208,19 @@ impl Packed {
     /// The high parts' bit vector.
     #[inline(always)]
     fn upper(&self) -> &[u64] {
-        &self.words()[..self.upper_words as usize]
+        // SAFETY: `pack` made `words` with the bit vector first (see
+        // `words`), so its `upper_words` are among them.
+        unsafe { self.words.get(self.upper_words as usize) }
     }
 
     /// The signatures' bytes (three a value; none when there are none).
     #[inline(always)]
     fn sigs(&self) -> &[u8] {
         let from = self.upper_words as usize;
-        self.words()[from..from + self.sig_words as usize].as_bytes()
+        // SAFETY: `pack` made `words` with the signatures right after the
+        // bit vector (see `words`).
+        let words = unsafe { self.words.get(from + self.sig_words as usize) };
+        words[from..].as_bytes()
     }
 
     /// The low parts' remaining bits, as bytes.
@@ -538,7 +543,7 @@ impl Packed {
             } else {
                 (self.low(i) ^ q_low).count_ones() <= k
             };
-            if passes && !self.report(i, q, k, &mut near) {
+            if passes && !self.report(cursor, i, q, k, &mut near) {
                 return Scan::Stopped;
             }
         }
@@ -594,7 +599,7 @@ impl Packed {
         // compiled for (this function's own).
         let stopped = unsafe {
             crate::simd::lows::within_wide(self.sigs(), (start, end), q_sig, k, |index| {
-                self.report(index, q, k, &mut near)
+                self.report(cursor, index, q, k, &mut near)
             })
         };
         if stopped {
@@ -633,7 +638,7 @@ impl Packed {
         // `within_avx2` is compiled for (this function's own).
         let stopped = unsafe {
             crate::simd::lows::within_avx2(self.sigs(), (start, end), q_sig, k, |index| {
-                self.report(index, q, k, &mut near)
+                self.report(cursor, index, q, k, &mut near)
             })
         };
         if stopped {
@@ -663,31 +668,45 @@ impl Packed {
         }
     }
 
-    /// Reads value `index`, whose low part passed, in full and passes it
-    /// to `near` when it is within `k` of `q`; `false` when `near` asks
-    /// to stop.
+    /// Reads value `index` (at or after `from`), whose low part passed, in
+    /// full and passes it to `near` when it is within `k` of `q`; `false`
+    /// when `near` asks to stop.
     #[inline(always)]
     fn report(
         &self,
+        from: Cursor,
         index: usize,
         q: u64,
         k: u32,
         near: &mut impl FnMut(u64, u32) -> bool,
     ) -> bool {
-        let Some(v) = self.value_at(index) else {
+        let Some(v) = self.value_at(from, index) else {
             return true;
         };
         let d = (v ^ q).count_ones();
         d > k || near(v, d)
     }
 
-    /// Value `index` (`None` past the end), its high part found by a
-    /// select over the bit vector (inlined, so its popcounts are compiled
-    /// for the caller's target features).
+    /// Value `index` (`None` past the end), at or after `from`, its high
+    /// part found by a select over the bit vector from `from`'s word
+    /// (inlined, so its popcounts are compiled for the caller's target
+    /// features).
     #[inline(always)]
-    fn value_at(&self, index: usize) -> Option<u64> {
-        let mut rank = index;
-        for (w, &word) in self.upper().iter().enumerate() {
+    fn value_at(&self, from: Cursor, index: usize) -> Option<u64> {
+        let from = if index >= from.index() {
+            from
+        } else {
+            Cursor::START
+        };
+        let upper = self.upper();
+        let first = from.bit as usize / 64;
+        // The ones of `first` below `from.bit` are values before `from`'s;
+        // none lie between `from.bit` and `from`'s value.
+        let below = upper.get(first).map_or(0, |&word| {
+            (word & ((1u64 << (from.bit % 64)) - 1)).count_ones() as usize
+        });
+        let mut rank = index - from.index() + below;
+        for (w, &word) in upper.iter().enumerate().skip(first) {
             let ones = word.count_ones() as usize;
             if rank < ones {
                 let bit = w * 64 + select_in_word(word, rank as u32) as usize;

@@ -69,8 +69,13 @@ impl TableState {
         let Some(&next) = self.keys.get(j + 1) else {
             return if x <= key { 0 } else { count / 2 };
         };
-        let fraction = x.saturating_sub(key) as f64 / next.saturating_sub(key).max(1) as f64;
-        ((fraction.min(1.0) * count as f64) as usize).min(count)
+        // In integers: the span narrowed to 32 bits, so its product with a
+        // block's count (under 2^32) fits a word.
+        let span = next.saturating_sub(key).max(1);
+        let offset = x.saturating_sub(key).min(span);
+        let shift = (64 - span.leading_zeros()).saturating_sub(32);
+        let (offset, span) = (offset >> shift, (span >> shift).max(1));
+        ((offset * count as u64 / span) as usize).min(count)
     }
 
     /// Stage 2: asks for the bytes of the block holding the probe's values
